@@ -1,0 +1,1 @@
+"""The device agent: a gRPC server on each chip host; candidate code runs only in its sandbox workers."""

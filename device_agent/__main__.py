@@ -1,0 +1,63 @@
+"""``python -m device_agent serve`` — what ``kgb agent serve`` runs.
+
+Kept free of the coordinator, Ray and LLM SDKs: a GPU host needs only torch, triton, grpcio
+(+ health/reflection), protobuf, orjson and numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from device_agent.server import AgentSettings, BindError, serve
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kgb agent", description="KernelGenBench device agent")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve the DeviceAgent gRPC service")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; others have no authentication)")
+    s.add_argument("--port", type=int, default=50151, help="port (0 picks a free one)")
+    s.add_argument("--platform", default="auto", choices=["auto", "cuda", "cpu"])
+    s.add_argument("--workers", type=int, default=None,
+                   help="warm workers per device (default 2 on cpu, 4 per GPU)")
+    s.add_argument("--max-queue", type=int, default=256, help="evaluations admitted at once")
+    s.add_argument("--port-file", type=Path, default=None, help="write the bound port here")
+    s.add_argument("--work-dir", type=Path, default=None, help="where worker directories live")
+    s.add_argument("-v", "--verbose", action="store_true")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.port < 0 or args.port > 65535:
+        print(f"kgb agent: --port must be 0-65535, got {args.port}", file=sys.stderr)
+        return 2
+    if args.workers is not None and not 1 <= args.workers <= 64:
+        print("kgb agent: --workers must be between 1 and 64", file=sys.stderr)
+        return 2
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"kgb agent: WARNING: listening on {args.host}: the agent has no authentication yet; "
+              "anyone who can reach this port can run code on this host's workers",
+              file=sys.stderr)
+    settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
+                             workers_per_device=args.workers, max_queue=args.max_queue,
+                             port_file=args.port_file, work_root=args.work_dir)
+    try:
+        return asyncio.run(serve(settings))
+    except BindError as exc:
+        print(f"kgb agent: {exc}; choose another --port (or 0 for a free one)", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        print(f"kgb agent: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Framing for the agent <-> sandbox-worker channel.
+
+The agent reads frames written by a process that runs untrusted code, so the format is
+deliberately dumb: a JSON header plus raw tensor bytes. Nothing is ever unpickled; decoding only
+builds plain Python values and tensors of known dtypes, within a size limit.
+
+Frame: ``u32 header_len | header JSON | blob bytes...``; the header's ``blobs`` lists each
+tensor's dtype, size, stride and byte length; values reference blobs by index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+import orjson
+import torch
+
+from operators.spec import dtype_from_name, dtype_name
+
+MAX_FRAME = 1 << 31  # 2 GiB: generous for full-tier GPU outputs, bounded for the agent.
+_LEN = struct.Struct("<I")
+_BLOB_SIZE = struct.Struct("<Q")
+
+
+class CodecError(ValueError):
+    """A frame that is malformed, too large, or names something we do not decode."""
+
+
+def _storage_span(t: torch.Tensor) -> torch.Tensor:
+    """The smallest 1-D slice of storage that holds every element of ``t``."""
+    if t.numel() == 0:
+        return torch.empty(0, dtype=t.dtype)
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True))
+    flat = t.as_strided((span,), (1,), t.storage_offset())
+    return flat.detach().cpu().contiguous()
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    blobs: list[bytes] = []
+    meta: list[dict[str, Any]] = []
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            span = _storage_span(v)
+            raw = span.view(torch.uint8).numpy().tobytes() if span.numel() else b""
+            meta.append({"dtype": dtype_name(v.dtype), "size": list(v.shape),
+                         "stride": list(v.stride()), "nbytes": len(raw)})
+            blobs.append(raw)
+            return {"__tensor__": len(blobs) - 1}
+        if isinstance(v, torch.dtype):
+            return {"__dtype__": dtype_name(v)}
+        if isinstance(v, tuple):
+            return {"__tuple__": [enc(x) for x in v]}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, dict):
+            return {"__dict__": [[str(k) if not isinstance(k, int) else k, enc(x)]
+                                 for k, x in v.items()]}
+        if v is None or isinstance(v, bool | int | float | str):
+            return v
+        raise CodecError(f"cannot encode {type(v).__name__}")
+
+    body = enc(message)
+    header = orjson.dumps({"body": body, "blobs": meta}, option=orjson.OPT_SERIALIZE_NUMPY)
+    parts = [_LEN.pack(len(header)), header]
+    for raw in blobs:
+        parts.append(_BLOB_SIZE.pack(len(raw)))
+        parts.append(raw)
+    frame = b"".join(parts)
+    if len(frame) > MAX_FRAME:
+        raise CodecError(f"frame of {len(frame)} bytes exceeds {MAX_FRAME}")
+    return _LEN.pack(len(frame)) + frame
+
+
+def decode(frame: bytes) -> dict[str, Any]:
+    """Decode one frame body (without its outer length prefix)."""
+    if len(frame) < _LEN.size:
+        raise CodecError("truncated frame")
+    (hlen,) = _LEN.unpack_from(frame, 0)
+    pos = _LEN.size
+    if hlen > len(frame) - pos:
+        raise CodecError("header longer than frame")
+    try:
+        header = orjson.loads(frame[pos:pos + hlen])
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"bad header JSON: {exc}") from None
+    pos += hlen
+    if not isinstance(header, dict) or "body" not in header or not isinstance(header.get("blobs"), list):
+        raise CodecError("header lacks body/blobs")
+    tensors: list[torch.Tensor] = []
+    for m in header["blobs"]:
+        if pos + _BLOB_SIZE.size > len(frame):
+            raise CodecError("truncated blob length")
+        (n,) = _BLOB_SIZE.unpack_from(frame, pos)
+        pos += _BLOB_SIZE.size
+        if not isinstance(m, dict) or n != m.get("nbytes") or pos + n > len(frame):
+            raise CodecError("blob size mismatch")
+        tensors.append(_tensor(m, frame[pos:pos + n]))
+        pos += n
+    if pos != len(frame):
+        raise CodecError("trailing bytes after blobs")
+
+    def dec(v: Any) -> Any:
+        if isinstance(v, list):
+            return [dec(x) for x in v]
+        if isinstance(v, dict):
+            if set(v) == {"__tensor__"}:
+                i = v["__tensor__"]
+                if not isinstance(i, int) or not 0 <= i < len(tensors):
+                    raise CodecError("bad tensor reference")
+                return tensors[i]
+            if set(v) == {"__dtype__"}:
+                return _dtype(v["__dtype__"])
+            if set(v) == {"__tuple__"}:
+                return tuple(dec(x) for x in v["__tuple__"])
+            if set(v) == {"__dict__"}:
+                return {k: dec(x) for k, x in v["__dict__"]}
+            raise CodecError(f"unknown object with keys {sorted(v)[:4]}")
+        return v
+
+    body = dec(header["body"])
+    if not isinstance(body, dict):
+        raise CodecError("message body is not an object")
+    return body
+
+
+def _dtype(name: Any) -> torch.dtype:
+    if not isinstance(name, str):
+        raise CodecError("dtype name is not a string")
+    try:
+        return dtype_from_name(name)
+    except ValueError as exc:
+        raise CodecError(str(exc)) from None
+
+
+def _tensor(m: dict[str, Any], raw: bytes) -> torch.Tensor:
+    dtype = _dtype(m.get("dtype"))
+    size, stride = m.get("size"), m.get("stride")
+    if not (isinstance(size, list) and isinstance(stride, list) and len(size) == len(stride)
+            and all(isinstance(x, int) and x >= 0 for x in size + stride)):
+        raise CodecError("bad tensor geometry")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    numel = 1
+    for s in size:
+        numel *= s
+    span = 0 if numel == 0 else 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
+    if span * itemsize != len(raw):
+        raise CodecError("tensor bytes do not match its geometry")
+    if span == 0:
+        return torch.empty(size, dtype=dtype)
+    flat = torch.frombuffer(bytearray(raw), dtype=dtype)
+    return flat.as_strided(size, stride, 0)
+
+
+# ---- asyncio and blocking transports ----------------------------------------------------------
+
+async def read_message(reader: asyncio.StreamReader) -> dict[str, Any]:
+    head = await reader.readexactly(_LEN.size)
+    (n,) = _LEN.unpack(head)
+    if n > MAX_FRAME:
+        raise CodecError(f"frame of {n} bytes exceeds {MAX_FRAME}")
+    return decode(await reader.readexactly(n))
+
+
+def read_message_blocking(sock: Any) -> dict[str, Any]:
+    head = _recv_exactly(sock, _LEN.size)
+    (n,) = _LEN.unpack(head)
+    if n > MAX_FRAME:
+        raise CodecError(f"frame of {n} bytes exceeds {MAX_FRAME}")
+    return decode(_recv_exactly(sock, n))
+
+
+def _recv_exactly(sock: Any, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("channel closed")
+        buf += chunk
+    return bytes(buf)

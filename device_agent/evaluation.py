@@ -1,0 +1,452 @@
+"""Evaluating one candidate: the trusted half of the pipeline, run inside the agent process.
+
+Stages (each with its own deadline, all ending before the client's):
+
+1. static   — size, UTF-8, syntax, entry points defined (in the agent; no candidate code runs)
+2. inputs   — public and hidden cases; the fp64 references are computed here and never leave
+3. load     — a warm worker imports the candidate               (``load_s``)
+4. correctness — the worker runs every case and sends raw outputs back; compared here
+                                                                  (``correctness_s``)
+5. timing   — under the device's exclusive timing lock, candidate vs baseline (``timing_s``)
+
+Candidate failures become verdicts; only request errors raise (:class:`InvalidRequest`).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import hmac
+import logging
+import random
+import secrets
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import operators
+from device_agent.codec import CodecError
+from device_agent.platforms import Platform
+from device_agent.workers import Worker, WorkerPool, WorkerStartError
+from operators.checking import compare, same_bits
+from operators.spec import Call, Expected, OperatorSpec, Tier
+from protos.records import (
+    CaseResult,
+    CaseTiming,
+    EvalRequest,
+    Finding,
+    Progress,
+    Stage,
+    Status,
+    SystemInfo,
+    Verdict,
+)
+
+log = logging.getLogger(__name__)
+
+HARNESS_VERSION = "0.1.0"
+MAX_SOURCE_BYTES = 1 << 20
+LOG_LIMIT = 8000
+LAUNCH_BOUND_US = 10.0
+
+
+class InvalidRequest(ValueError):
+    """The request itself is wrong (unknown operator, bad version, ...): INVALID_ARGUMENT."""
+
+
+@dataclass(frozen=True)
+class StageBudgets:
+    """Per-stage deadlines in seconds (see docs/architecture.md). Each stage also ends
+    ``margin_s`` before the client's deadline, so the client always receives a verdict."""
+
+    load_s: float = 60.0
+    correctness_s: float = 180.0
+    timing_s: float = 240.0
+    timing_case_budget_s: float = 2.0
+    margin_s: float = 2.0
+
+
+@dataclass
+class _Prepared:
+    spec: OperatorSpec
+    candidate_hash: str
+    source: str
+    calls: list[Call]
+    expected: list[tuple[Expected, ...]]
+    names: list[str]
+    hidden: list[bool]
+    case_objs: list[Any] = field(default_factory=list)
+
+
+def candidate_hash(source: bytes) -> str:
+    return hashlib.sha256(source).hexdigest()
+
+
+def public_seed(spec: OperatorSpec, case_name: str) -> int:
+    """Seeds of public cases are public and fixed: anyone can reproduce them."""
+    digest = hashlib.sha256(f"{spec.ref}/{case_name}".encode()).digest()
+    return int.from_bytes(digest[:7], "little")
+
+
+def hidden_seed(secret: bytes, spec: OperatorSpec, cand_hash: str) -> int:
+    """Seed of the hidden cases: HMAC of the agent's secret over the problem and the candidate.
+    Reproducible by this agent, unknowable to the submitter."""
+    mac = hmac.new(secret, f"{spec.ref}\x00{cand_hash}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(mac[:7], "little")
+
+
+def _call_to_wire(c: Call) -> dict[str, Any]:
+    return {"entry": c.entry, "args": c.args, "kwargs": c.kwargs,
+            "outputs": [[o.where, o.key] for o in c.outputs],
+            "mutable": sorted(c.mutable, key=str), "out_buffers": sorted(c.out_buffers, key=str)}
+
+
+def _static_entry_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    names.add(t.id)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for a in node.names:
+                names.add((a.asname or a.name).split(".")[0])
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            # Definitions under if/try/with count; we only check that the name can exist.
+            sub = ast.Module(body=list(ast.iter_child_nodes(node)), type_ignores=[])  # type: ignore[arg-type]
+            names |= _static_entry_names(sub)
+    return names
+
+
+def _tail(text: str, limit: int = LOG_LIMIT) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+class Evaluator:
+    """Runs the pipeline for one agent: its platform, its device pools, its secret."""
+
+    def __init__(self, platform: Platform, pools: list[WorkerPool], secret: bytes,
+                 budgets: StageBudgets | None = None) -> None:
+        self.platform = platform
+        self.pools = pools
+        self.secret = secret
+        self.budgets = budgets or StageBudgets()
+        self.tier = Tier.CPU if platform.name == "cpu" else Tier.FULL
+        self.timing_locks = [asyncio.Lock() for _ in pools]
+        self.system = SystemInfo(platform=platform.name)
+
+    # ---- request validation and static stage -------------------------------------------------
+    def resolve(self, req: EvalRequest) -> OperatorSpec:
+        try:
+            spec = operators.get(req.operator_id)
+        except operators.UnknownOperatorError as exc:
+            raise InvalidRequest(str(exc)) from None
+        if req.operator_version is not None and req.operator_version != spec.version:
+            raise InvalidRequest(f"{spec.id} is at version {spec.version} on this agent, "
+                                 f"not {req.operator_version}")
+        if self.platform.name not in spec.platforms:
+            raise InvalidRequest(f"{spec.id} does not run on platform {self.platform.name}")
+        if len(req.source) > MAX_SOURCE_BYTES:
+            raise InvalidRequest(f"source is {len(req.source)} bytes; the limit is {MAX_SOURCE_BYTES}")
+        if not req.source.strip():
+            raise InvalidRequest("source is empty")
+        return spec
+
+    def _verdict(self, spec: OperatorSpec, chash: str, req: EvalRequest, status: Status,
+                 message: str, t0: float, **kw: Any) -> Verdict:
+        return Verdict(status=status, operator_id=spec.id, operator_version=spec.version,
+                       candidate_hash=chash, request_id=req.request_id,
+                       device_model=self.system.device_model, harness_version=HARNESS_VERSION,
+                       message=message, system=self.system,
+                       wall_seconds=time.monotonic() - t0, **kw)
+
+    def _static(self, spec: OperatorSpec, source: bytes) -> tuple[str | None, str]:
+        """(decoded source or None, error message)."""
+        try:
+            text = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return None, f"source is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as exc:
+            return None, f"syntax error at line {exc.lineno}: {exc.msg}"
+        defined = _static_entry_names(tree)
+        missing = [e.name for e in spec.entry_points if e.name not in defined]
+        if missing:
+            return None, ("missing entry point(s): " + ", ".join(missing)
+                          + f" (`kgb operators show {spec.id}` lists the signatures)")
+        return text, ""
+
+    def _prepare(self, spec: OperatorSpec, chash: str, text: str) -> _Prepared:
+        cases = [(c, False, public_seed(spec, c.name)) for c in spec.public_cases(self.tier)]
+        hseed = hidden_seed(self.secret, spec, chash)
+        for i, c in enumerate(spec.hidden_cases(random.Random(hseed), self.tier)):
+            cases.append((c, True, (hseed + 7919 * (i + 1)) & ((1 << 62) - 1)))
+        calls, expected, names, hidden = [], [], [], []
+        for c, is_hidden, seed in cases:
+            call = spec.make_call(c, torch.Generator().manual_seed(seed))
+            calls.append(call)
+            expected.append(spec.reference(call))
+            names.append(f"hidden#{len(names)}" if is_hidden else c.name)
+            hidden.append(is_hidden)
+        return _Prepared(spec, chash, text, calls, expected, names, hidden,
+                         [c for c, _, _ in cases])
+
+    # ---- the pipeline ------------------------------------------------------------------------
+    async def evaluate(self, req: EvalRequest, deadline: float,
+                       progress: Callable[[Progress], None] | None = None) -> Verdict:
+        """Evaluate ``req`` (already validated by :meth:`resolve`). ``deadline`` is a
+        ``time.monotonic()`` instant; every stage ends ``margin_s`` before it."""
+        t0 = time.monotonic()
+        spec = self.resolve(req)
+        chash = candidate_hash(req.source)
+
+        def report(stage: Stage, detail: str = "", done: int = 0, total: int = 0) -> None:
+            if progress is not None:
+                progress(Progress(stage, detail, done, total))
+
+        report(Stage.STATIC)
+        text, err = self._static(spec, req.source)
+        if text is None:
+            return self._verdict(spec, chash, req, Status.COMPILE_ERROR, err, t0)
+        prepared = await asyncio.to_thread(self._prepare, spec, chash, text)
+
+        report(Stage.QUEUED)
+        pool_index = min(range(len(self.pools)),
+                         key=lambda i: self.pools[i].busy + self.pools[i].waiting)
+        pool = self.pools[pool_index]
+        try:
+            worker = await asyncio.wait_for(pool.acquire(),
+                                            timeout=max(0.1, deadline - time.monotonic()
+                                                        - self.budgets.margin_s))
+        except TimeoutError:
+            return self._verdict(spec, chash, req, Status.INFRA_ERROR,
+                                 "no worker became free before the deadline", t0)
+        except WorkerStartError as exc:
+            return self._verdict(spec, chash, req, Status.INFRA_ERROR,
+                                 f"worker could not start: {exc}", t0)
+        if worker.ready.get("system"):
+            self.system = SystemInfo(**worker.ready["system"])
+        try:
+            return await self._run(worker, pool_index, prepared, req, deadline, t0, report)
+        finally:
+            await pool.release(worker)
+
+    def _stage_deadline(self, budget: float, deadline: float) -> float:
+        return min(time.monotonic() + budget, deadline - self.budgets.margin_s)
+
+    async def _run(self, worker: Worker, pool_index: int, p: _Prepared, req: EvalRequest,
+                   deadline: float, t0: float,
+                   report: Callable[..., None]) -> Verdict:
+        spec = p.spec
+        nonce = secrets.token_hex(16)
+        module_name = f"kgb_candidate_{p.candidate_hash[:16]}"
+        path = worker.workdir / f"{module_name}.py"
+        path.write_text(p.source, encoding="utf-8")
+
+        def verdict(status: Status, message: str, **kw: Any) -> Verdict:
+            return self._verdict(spec, p.candidate_hash, req, status, message, t0, **kw)
+
+        async def recv(stage_deadline: float) -> dict[str, Any]:
+            timeout = stage_deadline - time.monotonic()
+            if timeout <= 0:
+                raise TimeoutError
+            msg = await asyncio.wait_for(worker.recv(), timeout=timeout)
+            if msg.get("nonce") != nonce:
+                raise _Forged(f"message without the run's nonce: type={msg.get('type')!r}")
+            return msg
+
+        async def died(stage: str) -> Verdict:
+            try:
+                code: int | None = await asyncio.wait_for(worker.proc.wait(), timeout=5)
+            except TimeoutError:
+                code = None
+            how = _describe_exit(code)
+            return verdict(Status.RUNTIME_ERROR, f"worker {how} during {stage} without a result",
+                           log=_tail(worker.log_tail()))
+
+        results: list[CaseResult] = []
+        stage = "load"
+        try:
+            report(Stage.LOAD)
+            await worker.send({"type": "job", "nonce": nonce, "operator_id": spec.id,
+                               "path": str(path), "module_name": module_name,
+                               "calls": [_call_to_wire(c) for c in p.calls]})
+            msg = await recv(self._stage_deadline(self.budgets.load_s, deadline))
+            if msg.get("type") == "load_error":
+                what = {"syntax": "does not parse", "import": "fails to import",
+                        "missing_entry": "lacks an entry point"}.get(msg.get("kind", ""), "fails to load")
+                return verdict(Status.COMPILE_ERROR, f"candidate {what}: {msg.get('message', '')}",
+                               log=_tail(str(msg.get("traceback", ""))))
+            if msg.get("type") != "loaded":
+                return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {msg.get('type')!r}")
+
+            stage = "correctness"
+            report(Stage.CORRECTNESS, "", 0, len(p.calls))
+            correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
+            case_seconds: list[float] = []
+            for i in range(len(p.calls)):
+                msg = await recv(correctness_deadline)
+                kind = msg.get("type")
+                if kind == "case_error":
+                    status = Status.COMPILE_ERROR if msg.get("compile") else Status.RUNTIME_ERROR
+                    name = p.names[int(msg.get("index", i))]
+                    results.append(CaseResult(name=name, passed=False, hidden=p.hidden[i],
+                                              mismatch=str(msg.get("message", ""))[:1000]))
+                    what = "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised"
+                    return verdict(status, f"case {name}: {what}: {msg.get('message', '')}"[:1500],
+                                   cases=tuple(results), log=_tail(str(msg.get("traceback", ""))))
+                if kind != "case" or msg.get("index") != i:
+                    return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
+                results.append(self._check_case(p, i, msg))
+                case_seconds.append(float(msg.get("seconds", 0.0)))
+                report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
+
+            failed = [r for r in results if not r.passed]
+            if failed:
+                await _quiet_send(worker, {"type": "stop", "nonce": nonce})
+                first = failed[0]
+                return verdict(Status.WRONG_ANSWER,
+                               f"{len(failed)} of {len(results)} cases wrong; first {first.name}: "
+                               f"{first.mismatch}"[:1500], cases=tuple(results))
+
+            stage = "timing"
+            timings: tuple[CaseTiming, ...] = ()
+            if req.skip_timing:
+                await _quiet_send(worker, {"type": "stop", "nonce": nonce})
+            elif not self.platform.timings_meaningful:
+                await _quiet_send(worker, {"type": "stop", "nonce": nonce})
+                timings = tuple(
+                    CaseTiming(name=p.names[i], meaningful=False, median_us=s * 1e6, samples=1)
+                    for i, s in enumerate(case_seconds[:3]))
+            else:
+                report(Stage.TIMING)
+                async with self.timing_locks[pool_index]:
+                    timings = await self._time(worker, p, nonce, recv, deadline)
+            report(Stage.DONE)
+            return verdict(Status.PASSED, f"all {len(results)} cases passed", cases=tuple(results),
+                           timings=timings)
+        except TimeoutError:
+            worker.kill()
+            return verdict(Status.TIMEOUT, f"{stage} stage passed its deadline; worker killed",
+                           cases=tuple(results), log=_tail(worker.log_tail()))
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError):
+            return await died(stage)
+        except CodecError as exc:
+            worker.kill()
+            return verdict(Status.RUNTIME_ERROR, f"malformed message from worker: {exc}",
+                           cases=tuple(results), log=_tail(worker.log_tail()))
+        except _Forged as exc:
+            worker.kill()
+            return verdict(Status.CHEAT_DETECTED, "result channel carried a forged message",
+                           cases=tuple(results),
+                           findings=(Finding("process", "result-channel-nonce", str(exc)),))
+        except _TimingFailed as exc:
+            return verdict(Status.RUNTIME_ERROR, f"timing failed: {exc.message}",
+                           cases=tuple(results), log=_tail(exc.traceback))
+
+    def _check_case(self, p: _Prepared, i: int, msg: dict[str, Any]) -> CaseResult:
+        call, expected, name = p.calls[i], p.expected[i], p.names[i]
+        outs = msg.get("outputs")
+        if not isinstance(outs, list) or len(outs) != len(expected):
+            return CaseResult(name, False, p.hidden[i], "worker returned the wrong number of outputs")
+        case = p.case_objs[i]
+        for o, got, exp in zip(call.outputs, outs, expected, strict=True):
+            if isinstance(got, dict):
+                return CaseResult(name, False, p.hidden[i],
+                                  f"{o.describe()}: expected a torch.Tensor, got "
+                                  f"{got.get('not_a_tensor')} ({got.get('repr', '')})")
+            m = compare(got, exp, p.spec.tolerance(case, exp.dtype))
+            if m is not None:
+                return CaseResult(name, False, p.hidden[i], f"{o.describe()}: {m.summary}"[:1500],
+                                  max_abs_error=m.max_abs_error, bad_elements=m.bad,
+                                  total_elements=m.total)
+        post = msg.get("post_inputs") or {}
+        for key, before in call.tensor_args():
+            if key in call.mutable:
+                continue
+            after = post.get(str(key))
+            if not isinstance(after, torch.Tensor) or not same_bits(before, after):
+                return CaseResult(name, False, p.hidden[i],
+                                  f"input argument {key!r} was modified; it must stay intact")
+        return CaseResult(name, True, p.hidden[i])
+
+    async def _time(self, worker: Worker, p: _Prepared, nonce: str,
+                    recv: Callable[[float], Any], deadline: float) -> tuple[CaseTiming, ...]:
+        bench = list(p.spec.benchmark_cases())
+        seeds = [secrets.randbits(48) for _ in bench]
+        await worker.send({"type": "time", "nonce": nonce, "cases": list(range(len(bench))),
+                           "seeds": seeds, "budget_s": self.budgets.timing_case_budget_s,
+                           "l2_bytes": 0})
+        timing_deadline = self._stage_deadline(self.budgets.timing_s, deadline)
+        out: list[CaseTiming] = []
+        for _ in bench:
+            msg = await recv(timing_deadline)
+            if msg.get("type") == "timing_error":
+                raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
+            if msg.get("type") != "timing":
+                raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+            case = bench[int(msg["index"])]
+            med = float(msg["median_us"])
+            base = float(msg["baseline_median_us"])
+            out.append(CaseTiming(
+                name=case.name, meaningful=True, median_us=med,
+                ci_low_us=float(msg["ci_low_us"]), ci_high_us=float(msg["ci_high_us"]),
+                samples=int(msg["samples"]), baseline_median_us=base,
+                speedup=base / med if med > 0 else None,
+                sol_percent=self._sol_percent(p.spec, case, med),
+                launch_bound=med < LAUNCH_BOUND_US))
+        msg = await recv(timing_deadline)
+        if msg.get("type") != "done":
+            raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+        return tuple(out)
+
+    def _sol_percent(self, spec: OperatorSpec, case: Any, median_us: float) -> float | None:
+        bw = self.system.peak_bandwidth_gbps
+        if not bw or median_us <= 0:
+            return None
+        cost = spec.cost(case)
+        floor_s = cost.bytes / (bw * 1e9)
+        rate = self.system.peak_tflops.get(cost.dtype)
+        if rate and cost.flops:
+            floor_s = max(floor_s, cost.flops / (rate * 1e12))
+        return 100.0 * floor_s / (median_us * 1e-6)
+
+
+class _Forged(Exception):
+    pass
+
+
+class _TimingFailed(Exception):
+    def __init__(self, message: str, traceback: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.traceback = traceback
+
+
+async def _quiet_send(worker: Worker, msg: dict[str, Any]) -> None:
+    try:
+        await worker.send(msg)
+    except (ConnectionError, OSError):
+        pass
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"

@@ -1,0 +1,76 @@
+"""What a platform plugin provides: one file per vendor, chosen by ``--platform``.
+
+A plugin is used on both sides of the trust boundary: the agent asks it which devices exist and
+how to start workers (environment, visibility variable); the worker asks it to initialise the
+device, describe the system, and time work.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import socket
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from protos.records import SystemInfo
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Speed-of-light ceilings of one device model: memory bandwidth and per-dtype FLOP rates."""
+
+    bandwidth_gbps: float
+    tflops: dict[str, float] = field(default_factory=dict)
+    source: str = "datasheet"
+
+
+class Platform(Protocol):
+    name: str
+    torch_device: str          # "cuda" or "cpu"
+    visibility_env: str | None  # e.g. CUDA_VISIBLE_DEVICES
+    timings_meaningful: bool
+
+    def available(self) -> bool: ...
+
+    def device_count(self) -> int: ...
+
+    def worker_env(self, device_index: int) -> dict[str, str]:
+        """Environment variables a worker for ``device_index`` must start with."""
+        ...
+
+    def init_worker(self) -> None:
+        """Inside the worker, after import: initialise the device (warm it)."""
+        ...
+
+    def system_info(self) -> SystemInfo: ...
+
+    def device_model(self) -> str: ...
+
+
+def base_system_info(platform_name: str) -> dict[str, str]:
+    import torch
+    import triton
+
+    return {
+        "platform": platform_name,
+        "torch_version": torch.__version__,
+        "triton_version": triton.__version__,
+        "python_version": _platform.python_version(),
+        "hostname": socket.gethostname(),
+    }
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return _platform.processor() or "cpu"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0", "false", "False")

@@ -1,0 +1,114 @@
+"""The ``cuda`` platform (NVIDIA; AMD ROCm shares this code path through torch.cuda).
+
+Speed-of-light peaks start from a datasheet table keyed by device model; measured peaks replace
+them when the agent measures its device (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from protos.records import SystemInfo
+
+from device_agent.platforms.base import Peaks, base_system_info
+
+# Datasheet ceilings (dense, no sparsity). Bandwidth in GB/s, rates in TFLOP/s.
+DATASHEET: dict[str, Peaks] = {
+    "NVIDIA H200": Peaks(4800.0, {"float16": 989.0, "bfloat16": 989.0, "float32": 67.0,
+                                  "float64": 67.0, "tf32": 494.0, "int8": 1979.0}),
+    "NVIDIA H100 80GB HBM3": Peaks(3350.0, {"float16": 989.0, "bfloat16": 989.0, "float32": 67.0,
+                                            "float64": 67.0, "tf32": 494.0}),
+    "NVIDIA A100-SXM4-80GB": Peaks(2039.0, {"float16": 312.0, "bfloat16": 312.0, "float32": 19.5,
+                                            "float64": 19.5, "tf32": 156.0}),
+}
+
+
+class CudaPlatform:
+    name = "cuda"
+    torch_device = "cuda"
+    visibility_env = "CUDA_VISIBLE_DEVICES"
+    timings_meaningful = True
+
+    def available(self) -> bool:
+        import torch
+
+        return bool(torch.cuda.is_available())
+
+    def device_count(self) -> int:
+        import torch
+
+        return int(torch.cuda.device_count())
+
+    def worker_env(self, device_index: int) -> dict[str, str]:
+        # Each worker sees exactly one device, as cuda:0.
+        return {"CUDA_VISIBLE_DEVICES": str(device_index)}
+
+    def init_worker(self) -> None:
+        import torch
+
+        torch.cuda.init()
+        torch.cuda.set_device(0)
+        torch.zeros(1024, device="cuda").add_(1)
+        torch.cuda.synchronize()
+
+    def device_model(self) -> str:
+        import torch
+
+        return str(torch.cuda.get_device_name(0))
+
+    def peaks(self) -> Peaks | None:
+        return DATASHEET.get(self.device_model())
+
+    def system_info(self) -> SystemInfo:
+        import torch
+
+        info: dict[str, Any] = dict(base_system_info(self.name))
+        info["device_model"] = self.device_model()
+        info["driver"] = _driver_version() or f"cuda {torch.version.cuda}"
+        info.update(_nvml_readings())
+        peaks = self.peaks()
+        if peaks is not None:
+            info["peak_bandwidth_gbps"] = peaks.bandwidth_gbps
+            info["peak_tflops"] = dict(peaks.tflops)
+            info["peak_source"] = peaks.source
+        return SystemInfo(**info)
+
+
+def _nvml() -> Any:
+    try:
+        import pynvml  # nvidia-ml-py, present on GPU hosts; optional
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - NVML missing is not an error
+        return None
+    return pynvml
+
+
+def _driver_version() -> str | None:
+    nv = _nvml()
+    if nv is None:
+        return None
+    with contextlib.suppress(Exception):
+        v = nv.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    return None
+
+
+def _nvml_readings() -> dict[str, float]:
+    """SM/memory clock and temperature of the worker's device, where NVML can read them."""
+    nv = _nvml()
+    out: dict[str, float] = {}
+    if nv is None:
+        return out
+    import os
+
+    with contextlib.suppress(Exception):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        handle = nv.nvmlDeviceGetHandleByIndex(int(visible) if visible.isdigit() else 0)
+        out["sm_clock_mhz"] = float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        out["memory_clock_mhz"] = float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM))
+        out["temperature_c"] = float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU))
+    return out

@@ -1,0 +1,322 @@
+"""The device agent's gRPC server (grpc.aio): a thin shell around :class:`Evaluator`.
+
+Startup binds the port first (health NOT_SERVING), then warms the worker pools and only then
+reports SERVING on ``grpc.health.v1`` for both ``""`` and ``kgb.agent.v1.DeviceAgent``.
+Candidate failures are successful RPCs; system errors map to status codes in
+:func:`_abort_for`, the one place that does so. SIGTERM/SIGINT drain and stop cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+import operators
+from device_agent.evaluation import HARNESS_VERSION, Evaluator, InvalidRequest, StageBudgets
+from device_agent.platforms import Platform, resolve
+from device_agent.workers import WorkerPool
+from protos import convert
+from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
+from protos.records import AgentDescription, DeviceInfo, EvalRequest, Progress, SystemInfo, Verdict
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "kgb.agent.v1.DeviceAgent"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+VERDICT_CACHE = 4096
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    host: str = "127.0.0.1"
+    port: int = 50151
+    platform: str = "auto"
+    workers_per_device: int | None = None  # default: 2 on cpu, 4 per GPU
+    max_queue: int = 256
+    port_file: Path | None = None
+    work_root: Path | None = None
+    budgets: StageBudgets = StageBudgets()
+
+
+class QueueFull(Exception):
+    pass
+
+
+class Draining(Exception):
+    pass
+
+
+def load_secret() -> bytes:
+    """The agent's secret for hidden-case seeds: ``KGB_AGENT_SECRET`` (hex), else a file created
+    once under ``~/.cache/kgb`` (so verdicts stay reproducible across restarts)."""
+    env = os.environ.get("KGB_AGENT_SECRET")
+    if env:
+        return bytes.fromhex(env) if all(c in "0123456789abcdefABCDEF" for c in env) else env.encode()
+    path = Path(os.environ.get("KGB_AGENT_SECRET_FILE", Path.home() / ".cache" / "kgb" / "agent-secret"))
+    if path.exists():
+        return path.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    value = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as f:
+        f.write(value)
+    return value
+
+
+class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):
+    def __init__(self, evaluator: Evaluator, pools: list[WorkerPool], settings: AgentSettings,
+                 agent_id: str) -> None:
+        self.evaluator = evaluator
+        self.pools = pools
+        self.settings = settings
+        self.agent_id = agent_id
+        self.draining = False
+        self._tasks: dict[str, asyncio.Task[Verdict]] = {}
+        self._waiters: collections.Counter[str] = collections.Counter()
+        self._done: collections.OrderedDict[str, Verdict] = collections.OrderedDict()
+        self._progress: dict[str, Callable[[Progress], None]] = {}
+
+    # ---- admission ---------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        return len(self._tasks)
+
+    def _admit(self, req: EvalRequest, context: grpc.aio.ServicerContext,
+               progress: Callable[[Progress], None] | None) -> asyncio.Task[Verdict] | Verdict:
+        if not req.request_id:
+            raise InvalidRequest("request_id is required (it makes Evaluate idempotent)")
+        if req.request_id in self._done:
+            return self._done[req.request_id]
+        if req.request_id in self._tasks:
+            return self._tasks[req.request_id]
+        if self.draining:
+            raise Draining()
+        remaining = context.time_remaining()
+        if remaining is None:
+            raise InvalidRequest("a deadline is required on Evaluate calls")
+        if remaining <= self.settings.budgets.margin_s:
+            raise InvalidRequest(f"deadline too short ({remaining:.1f}s)")
+        self.evaluator.resolve(req)  # unknown operator, bad version, oversize: INVALID_ARGUMENT now
+        if self.active >= self.settings.max_queue:
+            raise QueueFull()
+        deadline = time.monotonic() + remaining
+        rid = req.request_id
+        if progress is not None:
+            self._progress[rid] = progress
+
+        def emit(p: Progress) -> None:
+            cb = self._progress.get(rid)
+            if cb is not None:
+                cb(p)
+
+        task = asyncio.get_running_loop().create_task(self.evaluator.evaluate(req, deadline, emit))
+        self._tasks[rid] = task
+
+        def finished(t: asyncio.Task[Verdict]) -> None:
+            self._tasks.pop(rid, None)
+            self._progress.pop(rid, None)
+            if not t.cancelled() and t.exception() is None:
+                self._done[rid] = t.result()
+                while len(self._done) > VERDICT_CACHE:
+                    self._done.popitem(last=False)
+
+        task.add_done_callback(finished)
+        return task
+
+    async def _await(self, rid: str, task: asyncio.Task[Verdict]) -> Verdict:
+        """Wait for a shared evaluation; the last waiter to leave cancels it (frees the worker)."""
+        self._waiters[rid] += 1
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if self._waiters[rid] <= 1 and not task.done():
+                task.cancel()
+            raise
+        finally:
+            self._waiters[rid] -= 1
+            if self._waiters[rid] <= 0:
+                del self._waiters[rid]
+
+    # ---- RPCs --------------------------------------------------------------------------------
+    async def Describe(self, request: agent_pb2.DescribeRequest,
+                       context: grpc.aio.ServicerContext) -> agent_pb2.DescribeResponse:
+        return convert.description_to_proto(self.describe())
+
+    def describe(self) -> AgentDescription:
+        model = self.evaluator.system.device_model or self.evaluator.platform.name
+        devices = tuple(DeviceInfo(index=p.device_index, model=model, capacity=p.size, busy=p.busy,
+                                   queued=p.waiting) for p in self.pools)
+        return AgentDescription(
+            agent_id=self.agent_id, harness_version=HARNESS_VERSION, system=self.evaluator.system,
+            devices=devices, suite=tuple((s.id, s.version) for s in operators.all_specs()),
+            capacity=sum(p.size for p in self.pools),
+            queue_depth=sum(p.waiting for p in self.pools), max_queue=self.settings.max_queue,
+            timings_meaningful=self.evaluator.platform.timings_meaningful)
+
+    async def Evaluate(self, request: agent_pb2.EvaluateRequest,
+                       context: grpc.aio.ServicerContext) -> agent_pb2.Verdict:
+        req = convert.request_from_proto(request)
+        try:
+            got = self._admit(req, context, None)
+            verdict = got if isinstance(got, Verdict) else await self._await(req.request_id, got)
+        except Exception as exc:  # noqa: BLE001 - mapped to a status code in one place
+            await _abort_for(exc, context)
+            raise
+        return convert.verdict_to_proto(verdict)
+
+    async def EvaluateStream(self, request: agent_pb2.EvaluateRequest,
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.EvaluateEvent]:
+        req = convert.request_from_proto(request)
+        events: asyncio.Queue[Progress] = asyncio.Queue()
+        try:
+            got = self._admit(req, context, events.put_nowait)
+        except Exception as exc:  # noqa: BLE001
+            await _abort_for(exc, context)
+            raise
+        if isinstance(got, Verdict):
+            yield convert.verdict_event(got)
+            return
+        waiter = asyncio.ensure_future(self._await(req.request_id, got))
+        try:
+            while not waiter.done():
+                getter = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield convert.progress_event(getter.result())
+                else:
+                    getter.cancel()
+            while not events.empty():
+                yield convert.progress_event(events.get_nowait())
+            verdict = waiter.result()
+        except Exception as exc:  # noqa: BLE001
+            await _abort_for(exc, context)
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+        yield convert.verdict_event(verdict)
+
+
+async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> None:
+    """The one mapping from system exceptions to gRPC status codes."""
+    if isinstance(exc, asyncio.CancelledError):
+        return
+    if isinstance(exc, InvalidRequest):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    if isinstance(exc, QueueFull):
+        context.set_trailing_metadata((("retry-after-ms", "1000"),))
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            "agent queue is full; retry after about 1 s (trailer retry-after-ms)")
+    if isinstance(exc, Draining):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "agent is shutting down; use another agent")
+    log.exception("internal error")
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+
+class BindError(RuntimeError):
+    pass
+
+
+def default_workers(platform: Platform) -> int:
+    return 2 if platform.name == "cpu" else 4
+
+
+async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = None) -> int:
+    """Run the agent until SIGTERM/SIGINT. Returns a process exit code."""
+    platform = resolve(settings.platform)
+    operators.all_specs()  # import the suite once, before serving
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.so_reuseport", 0),
+    ])
+    address = f"{settings.host}:{settings.port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise BindError(f"cannot listen on {address}: {exc}") from None
+    if port == 0:
+        raise BindError(f"cannot listen on {address} (port in use?)")
+
+    work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="kgb-agent-", dir=work_root))
+    size = settings.workers_per_device or default_workers(platform)
+    pools = [WorkerPool(platform, i, size, root) for i in range(platform.device_count())]
+    evaluator = Evaluator(platform, pools, load_secret(), settings.budgets)
+    agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
+    service = DeviceAgentService(evaluator, pools, settings, agent_id)
+
+    health_servicer = health.aio.HealthServicer()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
+    agent_pb2_grpc.add_DeviceAgentServicer_to_server(service, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (agent_pb2.DESCRIPTOR.services_by_name["DeviceAgent"].full_name,
+         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME), server)
+    await server.start()
+    if settings.port_file is not None:
+        tmp = settings.port_file.with_suffix(".tmp")
+        tmp.write_text(str(port))
+        tmp.replace(settings.port_file)
+    if ready is not None:
+        ready(port)
+    print(f"kgb agent {agent_id} listening on {settings.host}:{port} "
+          f"(platform {platform.name}, {len(pools)} device(s) x {size} workers)",
+          file=sys.stderr, flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def warm() -> None:
+        await asyncio.gather(*(p.start() for p in pools))
+        if pools and pools[0].system_info:
+            evaluator.system = SystemInfo(**pools[0].system_info)
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+        log.info("workers ready; SERVING")
+        print("kgb agent ready (SERVING)", file=sys.stderr, flush=True)
+
+    warm_task = loop.create_task(warm())
+    stop_task = loop.create_task(stop.wait())
+    done, _ = await asyncio.wait({warm_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if warm_task in done and warm_task.exception() is not None:
+        print(f"kgb agent: workers failed to start: {warm_task.exception()}", file=sys.stderr)
+        code = 1
+    else:
+        await stop.wait()
+    service.draining = True
+    with contextlib.suppress(Exception):
+        await health_servicer.enter_graceful_shutdown()
+    await server.stop(grace=5.0)
+    warm_task.cancel()
+    for p in pools:
+        await p.close()
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    print("kgb agent stopped", file=sys.stderr, flush=True)
+    return code

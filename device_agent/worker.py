@@ -1,0 +1,200 @@
+"""The sandbox worker: a separate process that imports one candidate, runs it, and exits.
+
+Started by the agent with ``python -m device_agent.worker`` (an exec, never a fork of the gRPC
+server), pre-warmed (torch and triton imported, device initialised) before any candidate
+exists, then used for exactly one candidate. Everything here runs beside untrusted code, so the
+agent trusts nothing it says: it only sends raw outputs back over the channel (framed by
+``device_agent.codec``, never pickled), and the agent compares them with references it keeps to
+itself. Hidden seeds and expected outputs never enter this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import resource
+import socket
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from types import ModuleType
+from typing import Any
+
+from device_agent.codec import encode, read_message_blocking
+
+TRACEBACK_LIMIT = 6000
+
+
+class Channel:
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(fileno=fd)
+        self.nonce = ""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        msg["nonce"] = self.nonce
+        self.sock.sendall(encode(msg))
+
+    def recv(self) -> dict[str, Any]:
+        return read_message_blocking(self.sock)
+
+
+def _tb(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-TRACEBACK_LIMIT:]
+
+
+def _load(path: str, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    """Kernel compilation failures (and their interpreter equivalents) vs runtime faults."""
+    try:
+        from triton.compiler.errors import CompilationError
+    except ImportError:  # pragma: no cover - triton always present in workers
+        return False
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, CompilationError):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _output(value: Any) -> Any:
+    """What travels back for one checked output: the tensor itself (plain Tensor only)."""
+    import torch
+
+    if type(value) is torch.Tensor:
+        return value.detach()
+    return {"not_a_tensor": type(value).__name__, "repr": repr(value)[:200]}
+
+
+def _call_from_wire(w: dict[str, Any]) -> Any:
+    from operators.spec import Call, Out
+
+    return Call(entry=w["entry"], args=tuple(w["args"]), kwargs=dict(w["kwargs"]),
+                outputs=tuple(Out(o[0], o[1]) for o in w["outputs"]),
+                mutable=frozenset(w["mutable"]), out_buffers=frozenset(w["out_buffers"]))
+
+
+def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
+    import torch
+
+    import operators
+    from operators.invoke import collect, invoke, prepare, synchronize
+
+    device = platform.torch_device
+    spec = operators.get(job["operator_id"])
+
+    # ---- load --------------------------------------------------------------------------------
+    try:
+        module = _load(job["path"], job["module_name"])
+    except SyntaxError as exc:
+        ch.send({"type": "load_error", "kind": "syntax", "message": str(exc), "traceback": _tb(exc)})
+        return
+    except BaseException as exc:  # noqa: BLE001 - anything the import does is the candidate's
+        ch.send({"type": "load_error", "kind": "import",
+                 "message": f"{type(exc).__name__}: {exc}"[:500], "traceback": _tb(exc)})
+        return
+    missing = [e.name for e in spec.entry_points if not callable(getattr(module, e.name, None))]
+    if missing:
+        ch.send({"type": "load_error", "kind": "missing_entry",
+                 "message": "missing entry point(s): " + ", ".join(missing), "traceback": ""})
+        return
+    ch.send({"type": "loaded"})
+
+    # ---- correctness -------------------------------------------------------------------------
+    # Uninitialised memory (torch.empty & co.) is filled with NaN / max-int while checking, so an
+    # output the kernel never wrote cannot pass by inheriting a stale correct answer.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    for i, wire in enumerate(job["calls"]):
+        call = _call_from_wire(wire)
+        dev_call = prepare(call, device)
+        synchronize(device)
+        t0 = time.perf_counter()
+        try:
+            result = invoke(getattr(module, call.entry), dev_call)
+            synchronize(device)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
+            ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),
+                     "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
+            return
+        elapsed = time.perf_counter() - t0
+        outs = [_output(o) for o in collect(dev_call, result)]
+        post = {str(k): v.detach() for k, v in dev_call.tensor_args()}
+        ch.send({"type": "case", "index": i, "outputs": outs, "post_inputs": post,
+                 "seconds": elapsed})
+    torch.use_deterministic_algorithms(False)
+
+    # ---- timing ------------------------------------------------------------------------------
+    cmd = ch.recv()
+    if cmd.get("type") != "time":
+        return
+    from device_agent.timing import time_case
+
+    for index, seed in zip(cmd["cases"], cmd["seeds"], strict=True):
+        case = spec.benchmark_cases()[index]
+        fn = getattr(module, case.entry)
+        try:
+            result = time_case(spec, case, fn, seed=seed, device=device,
+                               budget_s=float(cmd["budget_s"]), l2_bytes=int(cmd["l2_bytes"]))
+        except BaseException as exc:  # noqa: BLE001
+            ch.send({"type": "timing_error", "index": index,
+                     "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
+            return
+        ch.send({"type": "timing", "index": index, **result})
+    ch.send({"type": "done"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="KernelGenBench sandbox worker (started by the agent)")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--platform", required=True)
+    args = ap.parse_args(argv)
+
+    ch = Channel(args.fd)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing candidates
+    try:
+        from device_agent.platforms import resolve
+
+        platform = resolve(args.platform)
+        platform.init_worker()
+        import triton  # noqa: F401 - pre-warm: the candidate's import must not pay for it
+
+        import operators
+
+        operators.all_specs()
+        ch.send({"type": "ready", "pid": os.getpid(),
+                 "system": asdict(platform.system_info())})
+    except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
+        try:
+            ch.send({"type": "start_error", "message": f"{type(exc).__name__}: {exc}",
+                     "traceback": _tb(exc)})
+        finally:
+            return 70
+    try:
+        job = ch.recv()
+    except EOFError:
+        return 0
+    ch.nonce = str(job.get("nonce", ""))
+    run_job(ch, job, platform)
+    # Leave without running the candidate's atexit hooks or finalisers.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

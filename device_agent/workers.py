@@ -1,0 +1,230 @@
+"""Pre-started, pre-warmed sandbox workers: one pool per device, each worker used once.
+
+A worker is ``python -m device_agent.worker`` started with exec (``subprocess`` uses
+``fork_exec``/``posix_spawn``: no Python code of the server ever runs in a forked child), in a
+new session so the agent can kill its whole process group, with a scrubbed environment, a
+private working directory, stdout/stderr captured to a log file that is never parsed, and one
+end of a socket pair as its only channel to the agent. The pool keeps ``size`` workers warm so
+the 3-5 s start-up (torch import, device init) is hidden behind other work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from device_agent.codec import encode, read_message
+from device_agent.platforms import Platform
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_BYTES = 4000
+READY_TIMEOUT_S = 120.0
+# Environment variables a worker keeps; everything else (secrets included) is dropped.
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+             "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_CACHE_DIR", "TRITON_HOME", "NVIDIA_VISIBLE_DEVICES",
+             "TORCH_HOME", "XDG_CACHE_HOME", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+             "NVSHMEM_DISABLE_NVLS")
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not start (broken install, no device): the system's fault, not a candidate's."""
+
+
+class Worker:
+    """One started worker process and the agent's end of its channel."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, workdir: Path, log_path: Path) -> None:
+        self.proc = proc
+        self.reader = reader
+        self.writer = writer
+        self.workdir = workdir
+        self.log_path = log_path
+        self.ready: dict[str, Any] = {}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        self.writer.write(encode(msg))
+        await self.writer.drain()
+
+    async def recv(self) -> dict[str, Any]:
+        return await read_message(self.reader)
+
+    def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - limit))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group (children the candidate started included)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+
+    async def dispose(self) -> int | None:
+        """Kill, reap and remove the worker's private directory. Returns its exit code."""
+        self.kill()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout=10)
+        except TimeoutError:
+            code = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return code
+
+
+async def start_worker(platform: Platform, device_index: int, root: Path) -> Worker:
+    """Start one worker and wait for its ready message."""
+    workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
+    log_path = workdir / "worker.log"
+    parent_sock, child_sock = socket.socketpair()
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env.update(platform.worker_env(device_index))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    # The repo root must be importable even when the agent was started from elsewhere.
+    repo_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
+    with open(log_path, "wb") as logf:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "device_agent.worker", "--fd", str(child_sock.fileno()),
+            "--platform", platform.name,
+            stdin=asyncio.subprocess.DEVNULL, stdout=logf, stderr=logf,
+            pass_fds=(child_sock.fileno(),), start_new_session=True, cwd=workdir, env=env,
+        )
+    child_sock.close()
+    reader, writer = await asyncio.open_connection(sock=parent_sock, limit=1 << 20)
+    worker = Worker(proc, reader, writer, workdir, log_path)
+    try:
+        msg = await asyncio.wait_for(worker.recv(), timeout=READY_TIMEOUT_S)
+    except (TimeoutError, EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
+        tail = worker.log_tail()
+        await worker.dispose()
+        raise WorkerStartError(f"worker did not become ready ({type(exc).__name__}); log:\n{tail}") from None
+    if msg.get("type") != "ready":
+        await worker.dispose()
+        raise WorkerStartError(f"worker failed to start: {msg.get('message')}\n{msg.get('traceback', '')}")
+    worker.ready = msg
+    return worker
+
+
+class WorkerPool:
+    """Warm workers for one device. ``acquire`` hands out a ready worker (used once, then
+    disposed by the caller); a replacement starts at once in the background."""
+
+    def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
+                 on_restart: Callable[[], None] | None = None) -> None:
+        if size < 1:
+            raise ValueError("pool size must be >= 1")
+        self.platform = platform
+        self.device_index = device_index
+        self.size = size
+        self.root = root
+        self._ready: asyncio.Queue[Worker] = asyncio.Queue()
+        self._starting = 0
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.busy = 0
+        self.waiting = 0
+        self.started = 0
+        self.start_failures = 0
+        self.last_start_error = ""
+        self.system_info: dict[str, Any] = {}  # from the first worker that became ready
+        self._on_restart = on_restart
+
+    async def start(self) -> None:
+        """Start ``size`` workers and wait until all are ready (raises if none can start)."""
+        results = await asyncio.gather(
+            *(start_worker(self.platform, self.device_index, self.root) for _ in range(self.size)),
+            return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for r in results:
+            if isinstance(r, Worker):
+                self.started += 1
+                self.system_info = self.system_info or dict(r.ready.get("system", {}))
+                self._ready.put_nowait(r)
+        if errors:
+            for _ in errors:
+                self._spawn_replacement()
+            if self._ready.empty():
+                raise WorkerStartError(str(errors[0]))
+
+    @property
+    def ready_count(self) -> int:
+        return self._ready.qsize()
+
+    def _spawn_replacement(self) -> None:
+        if self._closed:
+            return
+        self._starting += 1
+        task = asyncio.get_running_loop().create_task(self._replace())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace(self) -> None:
+        delay = 0.5
+        try:
+            while not self._closed:
+                try:
+                    w = await start_worker(self.platform, self.device_index, self.root)
+                except WorkerStartError as exc:
+                    self.start_failures += 1
+                    self.last_start_error = str(exc)[:2000]
+                    log.error("worker start failed (retrying in %.1fs): %s", delay, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 30.0)
+                    continue
+                if self._closed:
+                    await w.dispose()
+                    return
+                self.started += 1
+                if self._on_restart:
+                    self._on_restart()
+                self._ready.put_nowait(w)
+                return
+        finally:
+            self._starting -= 1
+
+    async def acquire(self) -> Worker:
+        """A ready worker for one candidate. Starts its replacement immediately."""
+        self.waiting += 1
+        try:
+            w = await self._ready.get()
+        finally:
+            self.waiting -= 1
+        self.busy += 1
+        self._spawn_replacement()
+        return w
+
+    async def release(self, w: Worker) -> int | None:
+        """Dispose of a used worker (workers are never reused)."""
+        self.busy -= 1
+        return await w.dispose()
+
+    async def close(self) -> None:
+        self._closed = True
+        for t in list(self._tasks):
+            t.cancel()
+        while not self._ready.empty():
+            await self._ready.get_nowait().dispose()

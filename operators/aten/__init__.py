@@ -1,0 +1,1 @@
+"""aten problems: one module per problem."""

@@ -1,0 +1,115 @@
+"""Comparing a produced output with the high-precision reference.
+
+Pure functions on CPU tensors, shared by the device agent (which checks every candidate) and by
+``validate`` (which checks the problems themselves), so a problem is judged by one rule only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from operators.spec import Expected, Tolerance, dtype_name
+
+MAX_REPORTED = 5
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why an output is wrong, in words a person or a model can act on."""
+
+    summary: str
+    bad: int = 0
+    total: int = 0
+    max_abs_error: float | None = None
+
+
+def poison_value(dtype: torch.dtype) -> float | int | bool:
+    """What out-buffers are filled with before a call, so unwritten elements are visible."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return int(torch.iinfo(dtype).max)
+
+
+def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | None:
+    """None when ``actual`` matches ``expected`` within ``tol``; else what is wrong."""
+    if not isinstance(actual, torch.Tensor) or type(actual) is not torch.Tensor:
+        return Mismatch(f"expected a torch.Tensor, got {type(actual).__name__}")
+    exp = expected.value
+    if actual.dtype != expected.dtype:
+        return Mismatch(f"wrong dtype: got {dtype_name(actual.dtype)}, "
+                        f"expected {dtype_name(expected.dtype)}")
+    if tuple(actual.shape) != tuple(exp.shape):
+        return Mismatch(f"wrong shape: got {tuple(actual.shape)}, expected {tuple(exp.shape)}")
+    total = exp.numel()
+    if total == 0:
+        return None
+    act = actual.detach().cpu()
+    if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
+        bad_mask = act.to(exp.dtype) != exp
+        return _summarize(bad_mask, act, exp, total, "exact match required for integer/bool")
+    if exp.dtype.is_complex:
+        a = torch.view_as_real(act.to(torch.complex128))
+        e = torch.view_as_real(exp.to(torch.complex128))
+        scale = torch.view_as_real(expected.scale.to(torch.complex128)).abs() \
+            if expected.scale is not None else e.abs()
+    else:
+        a = act.to(torch.float64)
+        e = exp.to(torch.float64)
+        scale = expected.scale.to(torch.float64).abs() if expected.scale is not None else e.abs()
+    bound = tol.atol + tol.rtol * scale
+    e_nan, a_nan = torch.isnan(e), torch.isnan(a)
+    e_inf, a_inf = torch.isinf(e), torch.isinf(a)
+    finite = ~(e_nan | e_inf)
+    with torch.no_grad():
+        err = torch.where(finite & ~a_nan & ~a_inf, (a - e).abs(), torch.zeros_like(e))
+        bad = (e_nan != a_nan) | (e_inf & (a != e)) | (finite & (a_inf | a_nan)) | (err > bound)
+    if exp.dtype.is_complex:
+        bad = bad.any(dim=-1)
+    if not bool(bad.any()):
+        return None
+    unwritten = int((finite & a_nan).sum())
+    extra = ""
+    if unwritten:
+        extra = (f"; {unwritten} elements are NaN where the reference is finite "
+                 "(output not fully written, or NaN produced)")
+    max_err = float(err[finite & ~a_nan & ~a_inf].max()) if bool((finite & ~a_nan & ~a_inf).any()) else None
+    m = _summarize(bad, act, exp, total, f"tolerance atol={tol.atol:.3g} rtol={tol.rtol:.3g}{extra}")
+    return Mismatch(m.summary, m.bad, m.total, max_err)
+
+
+def _summarize(bad: torch.Tensor, act: torch.Tensor, exp: torch.Tensor, total: int,
+               note: str) -> Mismatch | None:
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    idx = torch.nonzero(bad)[:MAX_REPORTED]
+    samples = []
+    for row in idx.tolist():
+        pos = tuple(row)
+        samples.append(f"at {list(pos)}: got {_item(act, pos)}, expected {_item(exp, pos)}")
+    summary = f"{n_bad} of {total} elements differ ({note}); first: " + "; ".join(samples)
+    return Mismatch(summary, n_bad, total)
+
+
+def _item(t: torch.Tensor, pos: tuple[int, ...]) -> str:
+    v = t[pos] if pos else t
+    x = v.item()
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN payloads included), for input-mutation checks."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    ac, bc = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    if ac.dtype.is_floating_point or ac.dtype.is_complex:
+        return torch.equal(ac.reshape(-1).view(torch.uint8), bc.reshape(-1).view(torch.uint8))
+    return torch.equal(ac, bc)

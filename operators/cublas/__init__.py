@@ -1,0 +1,1 @@
+"""cublas problems: one module per problem."""

@@ -1,0 +1,278 @@
+"""cublas::cublasSgemm_v2 — ``C = alpha * op(A) @ op(B) + beta * C``, column-major, float32."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import torch
+
+from operators.inputs import randn
+from operators.registry import register
+from operators.spec import (
+    Call,
+    Case,
+    Cost,
+    EntryPoint,
+    Expected,
+    Kind,
+    Negative,
+    OperatorSpec,
+    Out,
+    Tier,
+    Tolerance,
+    case,
+)
+
+SOLUTION = r'''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sgemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, alpha, beta,
+                  s_am, s_ak, s_bk, s_bn, ldc,
+                  BETA_ZERO: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_n
+    first_m = (pid // group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+
+    rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    a_ptrs = a_ptr + rm[:, None] * s_am + rk[None, :] * s_ak
+    b_ptrs = b_ptr + rk[:, None] * s_bk + rn[None, :] * s_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
+
+    c_ptrs = c_ptr + rm[:, None] + rn[None, :] * ldc
+    c_mask = m_ok[:, None] & n_ok[None, :]
+    out = alpha * acc
+    if not BETA_ZERO:
+        c = tl.load(c_ptrs, mask=c_mask, other=0.0)
+        out = out + beta * c
+    tl.store(c_ptrs, out, mask=c_mask)
+
+
+def cublasSgemm_v2(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+    if m <= 0 or n <= 0:
+        return None
+    # Column-major: element (i, j) of an ld-by-cols matrix is at i + j * ld.
+    # op(A) is m x k: N -> A(i, p) at i + p*lda; T/C -> A(p, i) at p + i*lda.
+    if transa == 0:
+        s_am, s_ak = 1, lda
+    else:
+        s_am, s_ak = lda, 1
+    # op(B) is k x n: N -> B(p, j) at p + j*ldb; T/C -> B(j, p) at j + p*ldb.
+    if transb == 0:
+        s_bk, s_bn = 1, ldb
+    else:
+        s_bk, s_bn = ldb, 1
+    if C.device.type == "cpu":  # Triton's interpreter: few programs, moderate tiles
+        BM, BN, BK, warps, stages = 32, 32, 32, 4, 1
+    else:
+        BM, BN, BK, warps, stages = 128, 128, 32, 8, 3
+    grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
+    _sgemm_kernel[grid](A, B, C, m, n, k, alpha, beta, s_am, s_ak, s_bk, s_bn, ldc,
+                        BETA_ZERO=(beta == 0), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8,
+                        num_warps=warps, num_stages=stages)
+    return None
+'''
+
+# Reads C even when beta == 0: NaN in the (uninitialised) C propagates through 0 * NaN.
+NEGATIVE_READS_C = SOLUTION.replace("BETA_ZERO=(beta == 0)", "BETA_ZERO=False")
+
+# Only CUBLAS_OP_T (1) transposes; CUBLAS_OP_C (2), the conjugate transpose, is taken as N.
+NEGATIVE_OP_C_AS_N = (
+    SOLUTION.replace("    if transa == 0:\n", "    if transa != 1:\n")
+    .replace("    if transb == 0:\n", "    if transb != 1:\n")
+)
+
+# Takes the leading dimensions as the stored row counts, ignoring lda/ldb/ldc padding.
+NEGATIVE_IGNORES_LD = SOLUTION.replace(
+    "    if transa == 0:\n",
+    "    lda = m if transa == 0 else k\n    ldb = k if transb == 0 else n\n    ldc = m\n"
+    "    if transa == 0:\n",
+)
+
+_OPS = {"N": 0, "T": 1, "C": 2}
+
+
+def _f32(v: float) -> float:
+    """The value cuBLAS sees: alpha and beta are passed as C floats."""
+    return float(torch.tensor(v, dtype=torch.float32).item())
+
+
+def _gemm_case(ta: str, tb: str, m: int, n: int, k: int, *, alpha: float, beta: float,
+               pad_a: int = 0, pad_b: int = 0, pad_c: int = 0, cpu: bool = False) -> Case:
+    return case("cublasSgemm_v2", "float32", (m, n, k), transa=_OPS[ta], transb=_OPS[tb],
+                alpha=alpha, beta=beta, pad_a=pad_a, pad_b=pad_b, pad_c=pad_c, cpu=cpu)
+
+
+def _stored(t: torch.Tensor, rows: int, cols: int, ld: int) -> torch.Tensor:
+    """The rows x cols column-major matrix with leading dimension ld held by flat buffer t."""
+    return t.as_strided((rows, cols), (1, ld))
+
+
+def _op(t: torch.Tensor, trans: int, rows: int, cols: int, ld: int) -> torch.Tensor:
+    """op(X) as a (rows x cols) view of the flat buffer, for op in N (0), T (1), C (2)."""
+    if trans == 0:
+        return _stored(t, rows, cols, ld)
+    return _stored(t, cols, rows, ld).t()
+
+
+@register("cublas::cublasSgemm_v2", version=1, kind=Kind.COMPUTE)
+class Sgemm(OperatorSpec):
+    entry_points = (
+        EntryPoint(
+            "cublasSgemm_v2",
+            "cublasSgemm_v2(transa: int, transb: int, m: int, n: int, k: int, alpha: float, A: Tensor, "
+            "lda: int, B: Tensor, ldb: int, beta: float, C: Tensor, ldc: int) -> None",
+            "C = alpha * op(A) @ op(B) + beta * C on column-major matrices, C updated in place.",
+        ),
+    )
+    description = (
+        "cuBLAS `cublasSgemm_v2` (handle omitted): `C = alpha * op(A) @ op(B) + beta * C` with "
+        "column-major matrices, updating `C` in place and returning None. `A`, `B`, `C` are 1-D "
+        "contiguous float32 tensors holding the device buffers; element (i, j) of a matrix with "
+        "leading dimension ld is at index i + j*ld. `transa`/`transb` are CUBLAS_OP_N=0, "
+        "CUBLAS_OP_T=1, CUBLAS_OP_C=2 (for real data C is the same as T). op(A) is m x k: A is "
+        "stored m x k with lda >= m when transa is N, else k x m with lda >= k; op(B) is k x n: B is "
+        "stored k x n with ldb >= k when transb is N, else n x k with ldb >= n; C is m x n with "
+        "ldc >= m. Leading dimensions may exceed the row counts: padding elements (rows beyond the "
+        "matrix) must be ignored and, in C, left untouched. `alpha` and `beta` are Python floats "
+        "used as float32. When beta == 0, C is not read (it may hold NaN, which must not "
+        "propagate). Compute in float32 with float32 accumulation (no TF32: use "
+        "input_precision=\"ieee\" for tl.dot)."
+    )
+    solution = SOLUTION
+    negatives = (
+        Negative("reads_c_when_beta_zero",
+                 "always computes alpha*acc + beta*C, so NaN in an uninitialised C leaks when beta == 0",
+                 NEGATIVE_READS_C),
+        Negative("op_c_as_n", "treats CUBLAS_OP_C (2) as no transpose instead of as T",
+                 NEGATIVE_OP_C_AS_N),
+        Negative("ignores_leading_dims", "assumes lda/ldb/ldc equal the stored row counts",
+                 NEGATIVE_IGNORES_LD),
+    )
+    # Relative to scale = |alpha| * (|op(A)| @ |op(B)|) + |beta * C|: a blocked fp32 dot
+    # product plus the alpha/beta epilogue stays within a few ulps of the sum of absolute terms
+    # for these random inputs (measured: see the report in the module history).
+    tolerances = {"float32": Tolerance.ulps("float32", 8)}
+
+    def cases(self) -> Sequence[Case]:
+        g = _gemm_case
+        cs = [
+            g("N", "N", 37, 45, 29, alpha=1.0, beta=0.0, cpu=True),
+            g("T", "N", 64, 33, 50, alpha=-1.5, beta=1.0, pad_a=3, cpu=True),
+            g("N", "T", 19, 70, 41, alpha=0.5, beta=-0.75, pad_b=5, pad_c=2, cpu=True),
+            g("T", "T", 50, 21, 65, alpha=2.0, beta=0.0, pad_a=1, pad_b=4, pad_c=3, cpu=True),
+            g("N", "N", 64, 64, 64, alpha=1.0, beta=1.0, cpu=True),
+            g("C", "N", 33, 40, 47, alpha=-1.5, beta=0.5, cpu=True),
+            g("N", "C", 45, 31, 38, alpha=1.0, beta=0.0, pad_a=2, cpu=True),
+            g("N", "N", 1, 1, 1, alpha=1.0, beta=1.0),
+            g("T", "N", 1, 97, 300, alpha=-1.5, beta=0.0),
+            g("N", "T", 255, 1, 129, alpha=0.5, beta=1.0, pad_c=1),
+            g("N", "N", 128, 128, 128, alpha=1.0, beta=0.0),
+            g("N", "N", 511, 257, 1023, alpha=-1.5, beta=0.5, pad_a=7, pad_b=1, pad_c=13),
+            g("T", "N", 333, 555, 777, alpha=1.0, beta=1.0),
+            g("N", "T", 1000, 999, 65, alpha=2.0, beta=0.0, pad_b=24),
+            g("T", "T", 257, 383, 511, alpha=-1.5, beta=-1.0, pad_a=16, pad_b=3, pad_c=5),
+            g("C", "C", 190, 210, 230, alpha=0.5, beta=0.0),
+            g("N", "N", 1024, 1024, 1024, alpha=1.0, beta=0.0),
+            g("T", "N", 1024, 1024, 1024, alpha=-1.5, beta=1.0),
+            g("N", "N", 2048, 64, 4096, alpha=1.0, beta=1.0),
+            g("N", "T", 96, 2048, 2000, alpha=0.25, beta=0.0, pad_a=32, pad_c=32),
+        ]
+        return cs
+
+    def hidden_cases(self, rng: random.Random, tier: Tier) -> Sequence[Case]:
+        small = tier is Tier.CPU
+        hi = 72 if small else 900
+        out = []
+        for _ in range(3 if small else 6):
+            m, n, k = (rng.randrange(1, hi) for _ in range(3))
+            out.append(_gemm_case(
+                rng.choice("NTC"), rng.choice("NTC"), m, n, k,
+                alpha=rng.choice([1.0, -1.5, 0.5, 3.0, 0.1]), beta=rng.choice([0.0, 1.0, -0.75, 0.3]),
+                pad_a=rng.choice([0, 0, 1, 5]), pad_b=rng.choice([0, 0, 2, 9]),
+                pad_c=rng.choice([0, 0, 1, 3]), cpu=small))
+        return out
+
+    def benchmark_cases(self) -> Sequence[Case]:
+        g = _gemm_case
+        return [
+            g("N", "N", 4096, 4096, 4096, alpha=1.0, beta=0.0),
+            g("T", "N", 4096, 4096, 4096, alpha=1.0, beta=1.0),
+        ]
+
+    def make_call(self, c: Case, gen: torch.Generator) -> Call:
+        m, n, k = c.shape
+        ta, tb = c["transa"], c["transb"]
+        rows_a, cols_a = (m, k) if ta == 0 else (k, m)
+        rows_b, cols_b = (k, n) if tb == 0 else (n, k)
+        lda, ldb, ldc = rows_a + c["pad_a"], rows_b + c["pad_b"], m + c["pad_c"]
+        nan = float("nan")
+        # Padding rows hold NaN: an implementation that reads them poisons its result.
+        a = torch.full((lda * cols_a,), nan, dtype=torch.float32)
+        _stored(a, rows_a, cols_a, lda).copy_(randn((rows_a, cols_a), "float32", gen))
+        b = torch.full((ldb * cols_b,), nan, dtype=torch.float32)
+        _stored(b, rows_b, cols_b, ldb).copy_(randn((rows_b, cols_b), "float32", gen))
+        alpha, beta = c["alpha"], c["beta"]
+        if beta == 0:
+            # cuBLAS does not read C when beta == 0: it may be uninitialised (NaN everywhere,
+            # padding included; the padding must come back as it was).
+            cbuf = torch.full((ldc * n,), nan, dtype=torch.float32)
+        else:
+            cbuf = randn((ldc * n,), "float32", gen)
+        args = (ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cbuf, ldc)
+        return Call(c.entry, args, outputs=(Out.arg(11),), mutable=frozenset({11}))
+
+    def reference(self, call: Call) -> tuple[Expected, ...]:
+        ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cbuf, ldc = call.args
+        alpha, beta = _f32(alpha), _f32(beta)
+        op_a = _op(a.double(), ta, m, k, lda)
+        op_b = _op(b.double(), tb, k, n, ldb)
+        value = cbuf.double().clone()
+        scale = torch.zeros_like(value)  # padding of C: must come back bit-for-bit
+        cv = _stored(value, m, n, ldc)
+        sv = _stored(scale, m, n, ldc)
+        prod = alpha * (op_a @ op_b)
+        conditioning = abs(alpha) * (op_a.abs() @ op_b.abs())
+        if beta != 0:
+            prod += beta * cv
+            conditioning += (beta * cv).abs()
+        cv.copy_(prod)
+        sv.copy_(conditioning)
+        return (Expected(value, torch.float32, scale),)
+
+    def baseline(self, call: Call) -> object:
+        ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, cbuf, ldc = call.args
+        op_a = _op(a, ta, m, k, lda)
+        op_b = _op(b, tb, k, n, ldb)
+        # addmm_ on the column-major view of C reaches cublasSgemm on GPU (TF32 is off by
+        # default); with beta == 0 the old contents of C are ignored, NaN included.
+        _stored(cbuf, m, n, ldc).addmm_(op_a, op_b, beta=beta, alpha=alpha)
+        return None
+
+    def cost(self, c: Case) -> Cost:
+        m, n, k = c.shape
+        c_bytes = 4.0 * m * n * (2 if c["beta"] != 0 else 1)
+        return Cost(flops=2.0 * m * n * k + 3.0 * m * n,
+                    bytes=4.0 * (m * k + k * n) + c_bytes, dtype="float32")

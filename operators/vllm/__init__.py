@@ -1,0 +1,1 @@
+"""vllm problems: one module per problem."""

@@ -1,0 +1,1 @@
+"""The contract: .proto files, their generated code, domain records and the one conversion."""
