@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
-
-from device_agent.server import AgentSettings, BindError, serve
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # gRPC's C core prints its own log lines; keep stderr to our one-line messages unless asked.
+    os.environ.setdefault("GRPC_VERBOSITY", "DEBUG" if args.verbose else "NONE")
+    from device_agent.server import AgentSettings, BindError, serve
+
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.port < 0 or args.port > 65535:

@@ -249,8 +249,8 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     address = f"{settings.host}:{settings.port}"
     try:
         port = server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise BindError(f"cannot listen on {address}: {exc}") from None
+    except RuntimeError:
+        raise BindError(f"cannot listen on {address} (address in use or not available)") from None
     if port == 0:
         raise BindError(f"cannot listen on {address} (port in use?)")
 

@@ -136,7 +136,7 @@ class Mm(OperatorSpec):
     tolerances = {
         "float16": Tolerance.ulps("float16", 2),
         "bfloat16": Tolerance.ulps("bfloat16", 2),
-        "float32": Tolerance.ulps("float32", 8),
+        "float32": Tolerance.ulps("float32", 16),
     }
 
     def cases(self) -> Sequence[Case]:

@@ -1,0 +1,1 @@
+"""The coordinator: CLI, sweep planning, Ray execution, routing to agents, store, metrics, reports."""

@@ -1,0 +1,48 @@
+"""``kgb agent serve``: runs the device agent (its own program; the coordinator never imports it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@click.group("agent")
+def agent() -> None:
+    """The device agent that compiles and measures candidates on this host."""
+
+
+@agent.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="listen address; anything but loopback warns: there is no authentication yet")
+@click.option("--port", type=click.IntRange(0, 65535), default=50151, show_default=True,
+              help="port to listen on (0 picks a free one)")
+@click.option("--platform", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+              show_default=True, help="auto: the GPU if one is visible, else cpu (interpreter)")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="warm sandbox workers per device (default 2 on cpu, 4 per GPU)")
+@click.option("--max-queue", type=click.IntRange(1, 100000), default=256, show_default=True,
+              help="evaluations admitted at once; beyond it RESOURCE_EXHAUSTED")
+@click.option("--port-file", type=click.Path(dir_okay=False), default=None,
+              help="write the bound port to this file once listening")
+@click.option("-v", "--verbose", is_flag=True)
+def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
+          port_file: str | None, verbose: bool) -> None:
+    """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
+    argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
+            "--platform", platform, "--max-queue", str(max_queue)]
+    if workers:
+        argv += ["--workers", str(workers)]
+    if port_file:
+        argv += ["--port-file", port_file]
+    if verbose:
+        argv.append("--verbose")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)

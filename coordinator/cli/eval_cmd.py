@@ -1,0 +1,183 @@
+"""``kgb eval``: evaluate candidate files on an agent (a local one when none is given)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+import operators
+from coordinator.local_agent import LocalAgent
+from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest
+from protos.records import EvalRequest, Verdict
+
+EXIT_AGENT_UNREACHABLE = 3
+
+
+def _collect_files(paths: tuple[str, ...]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found = sorted(x for x in path.glob("*.py") if x.is_file())
+            if not found:
+                raise click.UsageError(f"{path} holds no .py files")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise click.UsageError(f"cannot read {path}: no such file or directory")
+    return files
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise click.UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _done_keys(out: Path) -> set[tuple[str, str]]:
+    """(operator, candidate_hash) pairs already in a results file (torn last line tolerated)."""
+    keys: set[tuple[str, str]] = set()
+    if not out.exists():
+        return keys
+    for line in out.read_bytes().splitlines():
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line cut short by a killed run; that candidate is evaluated again
+        if isinstance(rec, dict) and rec.get("status") != "INFRA_ERROR":
+            keys.add((str(rec.get("operator")), str(rec.get("candidate_hash"))))
+    return keys
+
+
+def _append(out: Path, record: dict[str, Any]) -> None:
+    with open(out, "ab") as f:
+        f.write(orjson.dumps(record) + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@click.command("eval")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--op", "op_id", required=True, metavar="ID", help="the problem, e.g. aten::add")
+@click.option("--agent", "address", default=None, metavar="HOST:PORT",
+              help="a running agent; without it a local agent is started (GPU if present, else cpu)")
+@click.option("--platform", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+              show_default=True, help="platform of the local agent")
+@click.option("--json", "as_json", is_flag=True,
+              help="print one JSON object per verdict on stdout (logs stay on stderr)")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="append verdicts to this JSONL file as they arrive")
+@click.option("--resume", is_flag=True, help="with --out: skip candidates already in the file")
+@click.option("--timeout", type=click.FloatRange(5, 86400), default=900.0, show_default=True,
+              help="deadline per candidate, seconds")
+@click.option("--no-timing", is_flag=True, help="check correctness only")
+@click.option("--concurrency", type=click.IntRange(1, 1024), default=None,
+              help="candidates in flight (default: the agent's capacity)")
+def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: str, as_json: bool,
+             out: Path | None, resume: bool, timeout: float, no_timing: bool,
+             concurrency: int | None) -> None:
+    """Evaluate candidate FILEs (or directories of .py files) against problem ID.
+
+    Exit status is 0 whenever verdicts were produced, whatever they say; 2 for usage errors;
+    3 when the agent cannot be reached.
+    """
+    if resume and out is None:
+        raise click.UsageError("--resume needs --out")
+    try:
+        spec = operators.get(op_id)
+    except operators.UnknownOperatorError as exc:
+        raise click.UsageError(str(exc)) from None
+    paths = _collect_files(files)
+    sources = [(p, _read(p)) for p in paths]
+    if out is not None and resume:
+        done = _done_keys(out)
+        before = len(sources)
+        sources = [(p, s) for p, s in sources
+                   if (spec.id, hashlib.sha256(s).hexdigest()) not in done]
+        if before != len(sources):
+            click.echo(f"resume: {before - len(sources)} candidate(s) already in {out}", err=True)
+    if not sources:
+        click.echo("nothing to evaluate", err=True)
+        return
+    local: LocalAgent | None = None
+    try:
+        if address is None:
+            local = LocalAgent(platform=platform)
+            click.echo("starting a local agent ...", err=True)
+            try:
+                address = local.start()
+                asyncio.run(local.wait_serving())
+            except AgentUnreachable as exc:
+                click.echo(f"kgb eval: cannot start a local agent: {exc}", err=True)
+                sys.exit(EXIT_AGENT_UNREACHABLE)
+        code = asyncio.run(_evaluate_all(address, spec, sources, as_json, out, timeout, no_timing,
+                                         concurrency))
+    finally:
+        if local is not None:
+            local.stop()
+    sys.exit(code)
+
+
+async def _evaluate_all(address: str, spec: operators.OperatorSpec,
+                        sources: list[tuple[Path, bytes]], as_json: bool, out: Path | None,
+                        timeout: float, no_timing: bool, concurrency: int | None) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    async with AgentClient(address) as client:
+        try:
+            await client.wait_serving(timeout=15.0)
+            desc = await client.describe()
+        except AgentError as exc:
+            err.print(f"kgb eval: cannot reach the agent at {address}: {exc}. "
+                      "Start one with `kgb agent serve` or leave out --agent.", markup=False)
+            return EXIT_AGENT_UNREACHABLE
+        sem = asyncio.Semaphore(concurrency or max(1, desc.capacity))
+        unreachable = False
+
+        async def one(path: Path, source: bytes) -> tuple[Path, Verdict | None, str]:
+            async with sem:
+                req = EvalRequest(request_id=f"eval-{uuid.uuid4().hex}", operator_id=spec.id,
+                                  operator_version=spec.version, source=source,
+                                  candidate_name=path.name, skip_timing=no_timing)
+                try:
+                    return path, await client.evaluate(req, timeout=timeout), ""
+                except BadRequest as exc:
+                    return path, None, f"rejected request: {exc}"
+                except AgentError as exc:
+                    return path, None, str(exc)
+
+        tasks = [asyncio.ensure_future(one(p, s)) for p, s in sources]
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=False) as bar:
+            task_id = bar.add_task(f"evaluating {spec.id}", total=len(tasks))
+            for fut in asyncio.as_completed(tasks):
+                path, verdict, error = await fut
+                bar.advance(task_id)
+                if verdict is None:
+                    err.print(f"{path}: no verdict: {error}", markup=False)
+                    unreachable = unreachable or "UNAVAILABLE" in error or "DEADLINE" in error
+                    continue
+                record = verdict.to_json()
+                record["file"] = str(path)
+                if out is not None:
+                    _append(out, record)
+                if as_json:
+                    sys.stdout.write(orjson.dumps(record).decode() + "\n")
+                    sys.stdout.flush()
+                else:
+                    speed = f" speedup {verdict.speedup:.2f}x" if verdict.speedup else ""
+                    err.print(f"{path}: {verdict.status.value}{speed} - {verdict.message}",
+                              markup=False)
+        return EXIT_AGENT_UNREACHABLE if unreachable else 0

@@ -1,0 +1,1 @@
+"""Generation methods, one module each."""

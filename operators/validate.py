@@ -1,0 +1,88 @@
+"""``kgb operators validate``: checks of the problems themselves, not of candidates.
+
+For each correctness case of the tier (and a few hidden ones): the reference is deterministic;
+the tolerance accepts PyTorch's own result computed in the case's precision (a second,
+lower-precision reference) on a fresh seed; outputs depend on the inputs (two seeds differ) and
+are not near-constant. Benchmark cases must fit the memory budget.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from operators.checking import compare
+from operators.invoke import collect, prepare
+from operators.spec import Call, OperatorSpec, Tier
+
+MEMORY_BUDGET_BYTES = 8 * 1024**3
+
+
+@dataclass
+class ValidationReport:
+    problems: list[str] = field(default_factory=list)
+    checks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _bytes(call: Call) -> int:
+    return sum(t.untyped_storage().nbytes() for _, t in call.tensor_args())
+
+
+def _same(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> bool:
+    return all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(a, b, strict=True))
+
+
+def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345) -> ValidationReport:
+    t0 = time.monotonic()
+    rep = ValidationReport()
+    cases = spec.public_cases(tier) + list(spec.hidden_cases(random.Random(seed), tier))
+    for i, c in enumerate(cases):
+        call = spec.make_call(c, torch.Generator().manual_seed(seed + i))
+        exp1 = spec.reference(call)
+        exp2 = spec.reference(spec.make_call(c, torch.Generator().manual_seed(seed + i)))
+        rep.checks += 1
+        if not _same(tuple(e.value for e in exp1), tuple(e.value for e in exp2)):
+            rep.problems.append(f"{c.name}: reference is not deterministic")
+        # PyTorch in the case's own precision must pass the tolerance (fresh seed).
+        fresh = spec.make_call(c, torch.Generator().manual_seed(seed + 10_000 + i))
+        expected = spec.reference(fresh)
+        native = prepare(fresh, "cpu")
+        try:
+            result = spec.baseline(native)
+        except RuntimeError as exc:  # e.g. an op PyTorch lacks on CPU for this dtype
+            rep.problems.append(f"{c.name}: baseline failed on CPU: {exc}")
+            continue
+        rep.checks += 1
+        for o, got, exp in zip(fresh.outputs, collect(native, result), expected, strict=True):
+            m = compare(got, exp, spec.tolerance(c, exp.dtype))
+            if m is not None:
+                rep.problems.append(f"{c.name}: tolerance rejects PyTorch's own result "
+                                    f"({o.describe()}): {m.summary[:300]}")
+        # Informative: a different seed gives different outputs, and outputs vary.
+        rep.checks += 1
+        other = spec.reference(spec.make_call(c, torch.Generator().manual_seed(seed + 20_000 + i)))
+        for e1, e2 in zip(expected, other, strict=True):
+            v1, v2 = e1.value, e2.value
+            if v1.numel() > 1 and torch.equal(v1.nan_to_num(), v2.nan_to_num()):
+                rep.problems.append(f"{c.name}: outputs do not depend on the inputs' seed")
+            if v1.numel() > 8 and (v1.is_floating_point() or v1.is_complex()):
+                finite = v1[torch.isfinite(v1)] if not v1.is_complex() else v1.abs().flatten()
+                if finite.numel() > 8 and float(finite.double().std()) == 0.0:
+                    rep.problems.append(f"{c.name}: outputs are constant")
+    for c in spec.benchmark_cases():
+        rep.checks += 1
+        call = spec.make_call(c, torch.Generator().manual_seed(seed))
+        need = _bytes(call)
+        if need > MEMORY_BUDGET_BYTES:
+            rep.problems.append(f"benchmark {c.name}: {need / 2**30:.1f} GiB of inputs exceeds "
+                                f"the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget")
+    rep.seconds = time.monotonic() - t0
+    return rep

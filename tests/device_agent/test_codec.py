@@ -1,0 +1,71 @@
+"""The worker channel's framing: faithful round trips, and refusal of anything malformed."""
+
+from __future__ import annotations
+
+import struct
+
+import orjson
+import pytest
+import torch
+
+from device_agent.codec import CodecError, decode, encode
+
+
+def _frame(msg: dict[str, object]) -> bytes:
+    return encode(msg)[4:]
+
+
+def test_round_trip_keeps_values_dtypes_and_layouts() -> None:
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    msg = {
+        "t": base.t(),  # transposed (non-contiguous)
+        "s": base[:, ::2],  # strided
+        "e": torch.tensor(3.0).expand(2, 3),  # stride 0
+        "bf": torch.randn(5).to(torch.bfloat16),
+        "scalar": torch.tensor(7, dtype=torch.int64),
+        "empty": torch.empty(0, 3),
+        "b": torch.tensor([True, False]),
+        "nested": ({"x": [1, 2.5, None, "s"]}, torch.float16),
+        "k": {0: "int key", "name": (1, 2)},
+    }
+    out = decode(_frame(msg))
+    for key in ("t", "s", "e", "bf", "scalar", "empty", "b"):
+        assert out[key].dtype == msg[key].dtype
+        assert torch.equal(out[key], msg[key])
+        assert out[key].stride() == msg[key].stride()
+    assert out["nested"] == ({"x": [1, 2.5, None, "s"]}, torch.float16)
+    assert out["k"] == {0: "int key", "name": (1, 2)}
+
+
+def test_no_pickle_and_unknown_objects_refused() -> None:
+    with pytest.raises(CodecError):
+        encode({"f": object()})
+    header = orjson.dumps({"body": {"x": {"__reduce__": "os.system"}}, "blobs": []})
+    with pytest.raises(CodecError, match="unknown object"):
+        decode(struct.pack("<I", len(header)) + header)
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda f: f[:3],                       # truncated
+    lambda f: f[:-1],                      # blob cut short
+    lambda f: f + b"x",                    # trailing garbage
+    lambda f: struct.pack("<I", 10**6) + f[4:],  # header longer than frame
+    lambda f: f[:4] + b"{not json" + f[13:],
+])
+def test_malformed_frames_raise(mangle) -> None:  # type: ignore[no-untyped-def]
+    frame = _frame({"t": torch.arange(10, dtype=torch.float32)})
+    with pytest.raises(CodecError):
+        decode(mangle(frame))
+
+
+def test_geometry_must_match_bytes() -> None:
+    header = orjson.dumps({"body": {"__tensor__": 0}, "blobs": [
+        {"dtype": "float32", "size": [100], "stride": [1], "nbytes": 8}]})
+    frame = struct.pack("<I", len(header)) + header + struct.pack("<Q", 8) + b"\0" * 8
+    with pytest.raises(CodecError):
+        decode(frame)
+    header = orjson.dumps({"body": {"__tensor__": 0}, "blobs": [
+        {"dtype": "evil", "size": [2], "stride": [1], "nbytes": 8}]})
+    frame = struct.pack("<I", len(header)) + header + struct.pack("<Q", 8) + b"\0" * 8
+    with pytest.raises(CodecError, match="unknown dtype"):
+        decode(frame)

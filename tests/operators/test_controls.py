@@ -1,0 +1,36 @@
+"""Every problem's controls behave under Triton's interpreter on the cpu tier.
+
+The reference solution passes every public and hidden cpu case; every negative control passes
+at least one public case (it is plausible) and fails at least one (it is caught). These run
+in-process for speed; tests/e2e repeats them through a real agent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import operators
+from operators.spec import Tier
+from operators.testing import run_cases
+
+SPECS = operators.all_specs()
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
+def test_reference_solution_passes(spec: operators.OperatorSpec) -> None:
+    for seed in (0, 1):
+        outcomes = run_cases(spec, spec.solution, tier=Tier.CPU, seed=seed)
+        bad = [(o.case.name, o.mismatch or o.error) for o in outcomes if not o.passed]
+        assert not bad, f"{spec.id} reference fails: {bad[:2]}"
+
+
+@pytest.mark.parametrize("spec,negative",
+                         [(s, n) for s in SPECS for n in s.negatives],
+                         ids=lambda x: x.id if isinstance(x, operators.OperatorSpec) else x.name)
+def test_negative_control_is_plausible_but_caught(spec: operators.OperatorSpec,
+                                                  negative: operators.Negative) -> None:
+    public = run_cases(spec, negative.source, tier=Tier.CPU, seed=0, hidden=False)
+    errors = [o.error for o in public if o.error]
+    assert not errors, f"negative {negative.name} crashes instead of being wrong: {errors[0]}"
+    assert any(o.passed for o in public), f"negative {negative.name} passes no public case"
+    assert not all(o.passed for o in public), f"negative {negative.name} passes every public case"

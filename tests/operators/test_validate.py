@@ -1,0 +1,37 @@
+"""``kgb operators validate`` logic: every problem is valid; broken problems are caught."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import operators
+from operators.spec import Call, Expected, Tier
+from operators.validate import validate
+
+
+@pytest.mark.parametrize("spec", operators.all_specs(), ids=lambda s: s.id)
+def test_every_problem_validates(spec: operators.OperatorSpec) -> None:
+    report = validate(spec, Tier.CPU)
+    assert report.ok, report.problems
+    assert report.checks > 0
+
+
+def test_too_tight_tolerance_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = operators.get("aten::softmax")
+    monkeypatch.setattr(type(spec), "tolerance",
+                        lambda self, c, dt: operators.Tolerance(rtol=0.0, atol=0.0))
+    report = validate(spec, Tier.CPU)
+    assert any("tolerance rejects" in p for p in report.problems)
+
+
+def test_uninformative_reference_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = operators.get("aten::add")
+
+    def constant(self: object, call: Call) -> tuple[Expected, ...]:
+        a = call.args[0]
+        return (Expected(torch.zeros(a.shape, dtype=torch.float64), a.dtype),)
+
+    monkeypatch.setattr(type(spec), "reference", constant)
+    report = validate(spec, Tier.CPU)
+    assert any("do not depend" in p or "constant" in p for p in report.problems)
