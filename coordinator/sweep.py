@@ -84,7 +84,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
 
 
-@ray.remote
+@ray.remote  # type: ignore[untyped-decorator]
 def _generate(operator_id: str, method: str, options: dict[str, str], sample: int) -> dict[str, Any]:
     import operators
     from generators import create

@@ -191,7 +191,10 @@ class Evaluator:
         hseed = hidden_seed(self.secret, spec, chash)
         for i, c in enumerate(spec.hidden_cases(random.Random(hseed), self.tier)):
             cases.append((c, True, (hseed + 7919 * (i + 1)) & ((1 << 62) - 1)))
-        calls, expected, names, hidden = [], [], [], []
+        calls: list[Call] = []
+        expected: list[tuple[Expected, ...]] = []
+        names: list[str] = []
+        hidden: list[bool] = []
         for c, is_hidden, seed in cases:
             call = spec.make_call(c, torch.Generator().manual_seed(seed))
             calls.append(call)

@@ -79,7 +79,7 @@ def load_secret() -> bytes:
     return value
 
 
-class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):
+class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[misc]
     def __init__(self, evaluator: Evaluator, pools: list[WorkerPool], settings: AgentSettings,
                  agent_id: str) -> None:
         self.evaluator = evaluator

@@ -52,6 +52,8 @@ def _rse(samples: list[float]) -> float:
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
               budget_s: float, l2_bytes: int) -> dict[str, Any]:
     """Time ``fn`` and the spec's baseline on ``case``; returns medians and CIs in microseconds."""
+    if l2_bytes <= 0:
+        l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or (64 << 20)
     first = spec.make_call(case, torch.Generator().manual_seed(seed))
     set_bytes = max(1, _call_bytes(first))
     n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
@@ -73,8 +75,8 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
         run_base(base_sets[0])
     torch.cuda.synchronize()
 
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     cand: list[float] = []
     base: list[float] = []
     deadline = time.perf_counter() + budget_s
@@ -99,6 +101,6 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     wall = time.perf_counter() - wall0
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
-    return {"median_us": cm, "ci_low_us": clo, "ci_high_us": chi, "samples": len(cand),
+    return {"l2_bytes": l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi, "samples": len(cand),
             "baseline_median_us": bm, "baseline_samples": len(base), "wall_s": wall,
             "input_sets": n_sets}

@@ -11,6 +11,7 @@ itself. Hidden seeds and expected outputs never enter this process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import resource
@@ -179,11 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         ch.send({"type": "ready", "pid": os.getpid(),
                  "system": asdict(platform.system_info())})
     except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
-        try:
+        with contextlib.suppress(OSError):
             ch.send({"type": "start_error", "message": f"{type(exc).__name__}: {exc}",
                      "traceback": _tb(exc)})
-        finally:
-            return 70
+        return 70
     try:
         job = ch.recv()
     except EOFError:

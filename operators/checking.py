@@ -78,7 +78,7 @@ def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | No
                  "(output not fully written, or NaN produced)")
     max_err = float(err[finite & ~a_nan & ~a_inf].max()) if bool((finite & ~a_nan & ~a_inf).any()) else None
     m = _summarize(bad, act, exp, total, f"tolerance atol={tol.atol:.3g} rtol={tol.rtol:.3g}{extra}")
-    return Mismatch(m.summary, m.bad, m.total, max_err)
+    return None if m is None else Mismatch(m.summary, m.bad, m.total, max_err)
 
 
 def _summarize(bad: torch.Tensor, act: torch.Tensor, exp: torch.Tensor, total: int,

@@ -133,10 +133,10 @@ class Out:
 class Call:
     """A concrete invocation of one entry point, made from a case and a seed on the CPU.
 
-    ``mutable`` lists the arguments (positional index or keyword name) the call may write (out= buffers, in-place
-    targets); every other tensor argument must come back unchanged. ``out_buffers`` (a subset
-    of ``mutable`` the op only writes, never reads) are poisoned by the harness before the call,
-    so unwritten elements show up.
+    ``mutable`` lists the arguments (positional index or keyword name) the call may write
+    (out= buffers, in-place targets); every other tensor argument must come back unchanged.
+    ``out_buffers`` (a subset of ``mutable`` the op only writes, never reads) are poisoned by
+    the harness before the call, so unwritten elements show up.
     """
 
     entry: str
@@ -183,7 +183,8 @@ class Tolerance:
     atol: float = 0.0
 
     @staticmethod
-    def ulps(dtype: torch.dtype | str, n: float, atol_ulps: float | None = None) -> Tolerance:
+    def ulps(dtype: torch.dtype | str, n: float,
+             atol_ulps: float | None = None) -> Tolerance:
         """``n`` units of roundoff of ``dtype`` relative to the scale, plus an absolute floor of
         ``atol_ulps`` (default ``n``) times the smallest normal number, for flushed denormals."""
         dt = dtype_from_name(dtype) if isinstance(dtype, str) else dtype

@@ -40,7 +40,7 @@ def status_to_proto(s: Status) -> int:
 
 
 def status_from_proto(v: int) -> Status:
-    name = pb.Status.Name(v)  # type: ignore[arg-type]
+    name = pb.Status.Name(v)
     if name == "STATUS_UNSPECIFIED":
         raise ValueError("verdict status is unspecified")
     return Status(name.removeprefix("STATUS_"))
@@ -51,7 +51,7 @@ def stage_to_proto(s: Stage) -> int:
 
 
 def stage_from_proto(v: int) -> Stage:
-    return Stage(pb.Stage.Name(v).removeprefix("STAGE_"))  # type: ignore[arg-type]
+    return Stage(pb.Stage.Name(v).removeprefix("STAGE_"))
 
 
 # ---- system info -----------------------------------------------------------------------------

@@ -7,16 +7,15 @@ kernel is decorated in interpreter mode.
 
 from __future__ import annotations
 
-from protos.records import SystemInfo
-
 from device_agent.platforms.base import base_system_info, cpu_model_name
+from protos.records import SystemInfo
 
 
 class CpuPlatform:
-    name = "cpu"
-    torch_device = "cpu"
-    visibility_env = None
-    timings_meaningful = False
+    name: str = "cpu"
+    torch_device: str = "cpu"
+    visibility_env: str | None = None
+    timings_meaningful: bool = False
 
     def available(self) -> bool:
         return True
@@ -38,4 +37,4 @@ class CpuPlatform:
 
     def system_info(self) -> SystemInfo:
         return SystemInfo(device_model=self.device_model(), driver="triton-interpreter",
-                          **base_system_info(self.name))
+                          **base_system_info(self.name))  # type: ignore[arg-type]

@@ -9,9 +9,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from protos.records import SystemInfo
-
 from device_agent.platforms.base import Peaks, base_system_info
+from protos.records import SystemInfo
 
 # Datasheet ceilings (dense, no sparsity). Bandwidth in GB/s, rates in TFLOP/s.
 DATASHEET: dict[str, Peaks] = {
@@ -25,10 +24,10 @@ DATASHEET: dict[str, Peaks] = {
 
 
 class CudaPlatform:
-    name = "cuda"
-    torch_device = "cuda"
-    visibility_env = "CUDA_VISIBLE_DEVICES"
-    timings_meaningful = True
+    name: str = "cuda"
+    torch_device: str = "cuda"
+    visibility_env: str | None = "CUDA_VISIBLE_DEVICES"
+    timings_meaningful: bool = True
 
     def available(self) -> bool:
         import torch
@@ -47,7 +46,7 @@ class CudaPlatform:
     def init_worker(self) -> None:
         import torch
 
-        torch.cuda.init()
+        torch.cuda.init()  # type: ignore[no-untyped-call]
         torch.cuda.set_device(0)
         torch.zeros(1024, device="cuda").add_(1)
         torch.cuda.synchronize()

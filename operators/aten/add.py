@@ -118,7 +118,8 @@ class Add(OperatorSpec):
                    "self + alpha * other, broadcasting self and other."),
         EntryPoint("add_Scalar", "add_Scalar(self: Tensor, other: Scalar, alpha: Scalar = 1) -> Tensor",
                    "self + alpha * other for a Python number other."),
-        EntryPoint("add_out", "add_out(self: Tensor, other: Tensor, *, alpha: Scalar = 1, out: Tensor) -> Tensor",
+        EntryPoint("add_out",
+                   "add_out(self: Tensor, other: Tensor, *, alpha: Scalar = 1, out: Tensor) -> Tensor",
                    "Writes self + alpha * other into out (already of the broadcast shape) and returns out."),
     )
     description = (

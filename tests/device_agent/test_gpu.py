@@ -1,0 +1,42 @@
+"""On a GPU: every reference solution passes on the cuda platform with meaningful timings."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import operators
+from coordinator.local_agent import LocalAgent
+from protos.client import AgentClient
+from protos.records import EvalRequest, Status
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda_agent(agent_secret_env: None) -> Iterator[str]:
+    agent = LocalAgent(platform="cuda")
+    address = agent.start()
+    try:
+        asyncio.run(agent.wait_serving(timeout=300))
+        yield address
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("spec", operators.all_specs(), ids=lambda s: s.id)
+def test_reference_passes_with_real_timings(cuda_agent: str, spec: operators.OperatorSpec) -> None:
+    async def go() -> None:
+        async with AgentClient(cuda_agent) as c:
+            v = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, spec.solution.encode()),
+                                 timeout=600)
+            assert v.status is Status.PASSED, (v.message, v.log[-2000:])
+            assert v.system.platform == "cuda" and v.device_model
+            assert v.timings and all(t.meaningful and t.median_us and t.median_us > 0
+                                     for t in v.timings)
+            assert all(t.baseline_median_us and t.speedup for t in v.timings)
+
+    asyncio.run(go())
