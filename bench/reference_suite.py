@@ -39,6 +39,16 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     specs = [operators.get(i) for i in args.op] if args.op else operators.all_specs()
+    if args.agent:
+        import asyncio
+
+        from protos.client import AgentClient
+
+        async def wait() -> None:
+            async with AgentClient(args.agent) as c:
+                await c.wait_serving(timeout=600)
+
+        asyncio.run(wait())
     tmp = Path(tempfile.mkdtemp(prefix="kgb-bench-"))
     for spec in specs:
         d = tmp / spec.id.replace("::", "__")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+
+from rich.console import Console
 
 from coordinator.store import TrajectoryRow
 
@@ -38,6 +41,11 @@ def status_counts(rows: list[ResultRow]) -> dict[str, int]:
     return counts
 
 
+def stdout_console() -> Console:
+    """A stdout console; when stdout is not a terminal, wide enough that ids are never cut."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def render_table(rows: list[ResultRow], title: str = "") -> object:
     """A rich Table: operator, source, method, status, speedup, % of speed-of-light."""
     from rich.table import Table
@@ -46,7 +54,7 @@ def render_table(rows: list[ResultRow], title: str = "") -> object:
     for col, kw in (("operator", {}), ("source", {}), ("method", {}), ("candidate", {}),
                     ("status", {}), ("speedup", {"justify": "right"}),
                     ("% SOL", {"justify": "right"})):
-        table.add_column(col, **kw)  # type: ignore[arg-type]
+        table.add_column(col, no_wrap=col in ("operator", "status"), **kw)  # type: ignore[arg-type]
     for r in rows:
         style = "green" if r.status == "PASSED" else "red"
         table.add_row(r.operator, r.source, r.method, r.label, f"[{style}]{r.status}[/{style}]",

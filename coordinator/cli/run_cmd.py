@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 import operators
-from coordinator.report import render_table, result_rows, status_counts
+from coordinator.report import render_table, result_rows, status_counts, stdout_console
 from coordinator.store import DB_NAME, Store, StoreError
 
 
@@ -139,7 +139,7 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
         if ray.is_initialized():
             ray.shutdown()
     rows = result_rows(store.trajectories(config.run_id))
-    Console().print(render_table(rows, title=f"run {config.run_id}"))
+    stdout_console().print(render_table(rows, title=f"run {config.run_id}"))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status_counts(rows).items()))
     console.print(f"{summary.trajectories} trajectories: {counts}; {summary.evaluated} evaluated, "
                   f"{summary.reused} reused from the store, {summary.infra_errors} infra errors")
@@ -158,7 +158,6 @@ def report(run_ref: str, runs_dir: Path, as_json: bool) -> None:
     from dataclasses import asdict
 
     import orjson
-    from rich.console import Console
 
     db, run_id = _resolve_run(run_ref, runs_dir)
     store = Store(db)
@@ -171,4 +170,4 @@ def report(run_ref: str, runs_dir: Path, as_json: bool) -> None:
             for r in rows:
                 sys.stdout.write(orjson.dumps({"run": rid, **asdict(r)}).decode() + "\n")
         else:
-            Console().print(render_table(rows, title=f"run {rid}"))
+            stdout_console().print(render_table(rows, title=f"run {rid}"))

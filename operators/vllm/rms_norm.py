@@ -229,10 +229,7 @@ class RmsNorm(OperatorSpec):
             x = wide[..., :hidden]
         else:
             x = randn(shape, dt, gen, std=std)
-        if c["weight"] == "ones":
-            weight = torch.ones(hidden, dtype=dt)
-        else:
-            weight = randn((hidden,), dt, gen)
+        weight = torch.ones(hidden, dtype=dt) if c["weight"] == "ones" else randn((hidden,), dt, gen)
         out = torch.empty(shape, dtype=dt)
         return Call(c.entry, (out, x, weight, float(c["eps"])), outputs=(Out.arg(0),),
                     mutable=frozenset({0}), out_buffers=frozenset({0}))
