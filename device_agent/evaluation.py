@@ -283,7 +283,7 @@ class Evaluator:
             report(Stage.LOAD)
             await worker.send({"type": "job", "nonce": nonce, "operator_id": spec.id,
                                "path": str(path), "module_name": module_name,
-                               "calls": [_call_to_wire(c) for c in p.calls]})
+                               "n_calls": len(p.calls)})
             msg = await recv(self._stage_deadline(self.budgets.load_s, deadline))
             if msg.get("type") == "load_error":
                 what = {"syntax": "does not parse", "import": "fails to import",
@@ -298,6 +298,10 @@ class Evaluator:
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
             for i in range(len(p.calls)):
+                await asyncio.wait_for(
+                    worker.send({"type": "call", "nonce": nonce, "index": i,
+                                 "call": _call_to_wire(p.calls[i])}),
+                    timeout=max(0.001, correctness_deadline - time.monotonic()))
                 msg = await recv(correctness_deadline)
                 kind = msg.get("type")
                 if kind == "case_error":
