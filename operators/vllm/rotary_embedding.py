@@ -53,26 +53,18 @@ def _rope_kernel(x_ptr, pos_ptr, cache_ptr, n_tokens, n_heads, head_size, half,
         # x1 = first half of the rotated part, x2 = second half.
         d1 = h * head_size + i
         d2 = d1 + half
-        p1 = x_ptr + t[:, None] * sxt + d1[None, :].to(tl.int64) * sxd
-        p2 = x_ptr + t[:, None] * sxt + d2[None, :].to(tl.int64) * sxd
-        x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
-        x2 = tl.load(p2, mask=mask, other=0.0).to(tl.float32)
-        o1 = x1 * cos - x2 * sin
-        o2 = x2 * cos + x1 * sin
-        tl.store(p1, o1.to(x_ptr.dtype.element_ty), mask=mask)
-        tl.store(p2, o2.to(x_ptr.dtype.element_ty), mask=mask)
     else:
-        # Interleaved pairs (2i, 2i+1): load each pair as the last axis of one tile, then split.
+        # GPT-J: interleaved pairs (2i, 2i+1).
         d1 = h * head_size + 2 * i
-        k = tl.arange(0, 2)
-        d = d1[:, None] + k[None, :]
-        p = x_ptr + t[:, None, None] * sxt + d[None, :, :].to(tl.int64) * sxd
-        mask3 = mask[:, :, None] & (k < 2)[None, None, :]
-        x = tl.load(p, mask=mask3, other=0.0).to(tl.float32)
-        x1, x2 = tl.split(x)
-        o1 = x1 * cos - x2 * sin
-        o2 = x2 * cos + x1 * sin
-        tl.store(p, tl.join(o1, o2).to(x_ptr.dtype.element_ty), mask=mask3)
+        d2 = d1 + 1
+    p1 = x_ptr + t[:, None] * sxt + d1[None, :].to(tl.int64) * sxd
+    p2 = x_ptr + t[:, None] * sxt + d2[None, :].to(tl.int64) * sxd
+    x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(p2, mask=mask, other=0.0).to(tl.float32)
+    o1 = x1 * cos - x2 * sin
+    o2 = x2 * cos + x1 * sin
+    tl.store(p1, o1.to(x_ptr.dtype.element_ty), mask=mask)
+    tl.store(p2, o2.to(x_ptr.dtype.element_ty), mask=mask)
 
 
 def _apply(x, positions, cos_sin_cache, head_size, is_neox):

@@ -84,3 +84,29 @@ def test_non_loopback_host_warns(tmp_path: Path) -> None:
                         "--port", "0", "--platform", "nonsense"], capture_output=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2  # argparse: invalid choice
+
+
+def test_health_is_not_serving_until_workers_are_warm(tmp_path: Path, agent_secret_env: None) -> None:
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
+                             "--platform", "cpu", "--workers", "1", "--port-file", str(port_file)],
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        for _ in range(600):
+            if port_file.exists():
+                break
+            time.sleep(0.01)
+        address = f"127.0.0.1:{port_file.read_text()}"
+
+        async def go() -> tuple[str, str]:
+            async with AgentClient(address) as c:
+                first = await c.health(timeout=5)  # the port is bound before workers start
+                await c.wait_serving(180)
+                return first, await c.health()
+
+        first, later = asyncio.run(go())
+        assert first == "NOT_SERVING" and later == "SERVING"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
