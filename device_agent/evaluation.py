@@ -305,8 +305,14 @@ class Evaluator:
                 msg = await recv(correctness_deadline)
                 kind = msg.get("type")
                 if kind == "case_error":
-                    status = Status.COMPILE_ERROR if msg.get("compile") else Status.RUNTIME_ERROR
                     name = p.names[int(msg.get("index", i))]
+                    if msg.get("platform_limit"):
+                        return verdict(Status.INFRA_ERROR,
+                                       f"case {name}: the {self.platform.name} platform cannot run "
+                                       f"this candidate ({msg.get('message', '')}); evaluate it on "
+                                       "another platform"[:1500],
+                                       log=_tail(str(msg.get("traceback", ""))))
+                    status = Status.COMPILE_ERROR if msg.get("compile") else Status.RUNTIME_ERROR
                     results.append(CaseResult(name=name, passed=False, hidden=p.hidden[i],
                                               mismatch=str(msg.get("message", ""))[:1000]))
                     what = "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised"

@@ -133,6 +133,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             synchronize(device)
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
             ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),
+                     "platform_limit": bool(platform.is_platform_limit(exc)),
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
         elapsed = time.perf_counter() - t0

@@ -47,6 +47,10 @@ class Platform(Protocol):
 
     def device_model(self) -> str: ...
 
+    def is_platform_limit(self, exc: BaseException) -> bool:
+        """True when ``exc`` is the platform's own limit (not the candidate's fault)."""
+        ...
+
 
 def base_system_info(platform_name: str) -> dict[str, str]:
     import torch

@@ -1,11 +1,25 @@
 """The ``cpu`` platform: Triton's interpreter on CPU tensors, for correctness only.
 
 Timings measured here are never reported as performance (``timings_meaningful`` is False).
-The worker sets ``TRITON_INTERPRET=1`` itself before Triton is imported, so every candidate
-kernel is decorated in interpreter mode.
+The worker starts with ``TRITON_INTERPRET=1`` so every candidate kernel is decorated in
+interpreter mode, and this plugin owns the interpreter's gaps, so that an interpreter limit is
+never the candidate's fault:
+
+- ``@triton.autotune`` with several configs (and ``triton.testing.do_bench``) get a CPU timer;
+- libdevice calls (``tl.extra.libdevice``, ``tl.extra.cuda.libdevice``) are mapped onto numpy;
+- ``tl.dot`` on bfloat16 inputs (the interpreter multiplies the raw bits) widens the operands to
+  float32 exactly and accumulates in float32, as the GPU does;
+- anything else the interpreter cannot run (``NotImplementedError`` raised inside it) is
+  reported as a platform limit (``INFRA_ERROR``), never as a candidate failure.
 """
 
 from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
 
 from device_agent.platforms.base import base_system_info, cpu_model_name
 from protos.records import SystemInfo
@@ -31,6 +45,7 @@ class CpuPlatform:
 
         torch.set_num_threads(1)
         torch.zeros(16).add_(1)
+        install_interpreter_support()
 
     def device_model(self) -> str:
         return f"cpu ({cpu_model_name()})"
@@ -38,3 +53,182 @@ class CpuPlatform:
     def system_info(self) -> SystemInfo:
         return SystemInfo(device_model=self.device_model(), driver="triton-interpreter",
                           **base_system_info(self.name))  # type: ignore[arg-type]
+
+    def is_platform_limit(self, exc: BaseException) -> bool:
+        return is_interpreter_limit(exc)
+
+
+# ---- the interpreter's gaps ------------------------------------------------------------------
+
+def cpu_bench(fn: Callable[[], Any], warmup: int = 1, rep: int = 3,
+              quantiles: Any = None, **_: Any) -> Any:
+    """A CPU stand-in for ``do_bench`` (milliseconds; quantiles as triton returns them)."""
+    for _i in range(max(1, warmup)):
+        fn()
+    times = []
+    for _i in range(max(1, rep)):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+
+    def q(p: float) -> float:
+        return times[min(len(times) - 1, int(p * len(times)))]
+
+    if quantiles:
+        return [q(p) for p in quantiles]
+    return q(0.5)
+
+
+def _np_unary(name: str) -> Callable[[Any], Any]:
+    import numpy as np
+
+    special = {
+        "rsqrt": lambda x: 1.0 / np.sqrt(x),
+        "exp10": lambda x: np.power(10.0, x),
+        "erf": np.vectorize(math.erf, otypes=[np.float64]),
+        "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
+        "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]),
+        "tgamma": np.vectorize(math.gamma, otypes=[np.float64]),
+        "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
+        "nearbyint": np.rint,
+        "fabs": np.abs,
+        "abs": np.abs,
+        "saturatef": lambda x: np.clip(x, 0.0, 1.0),
+    }
+    return special.get(name) or getattr(np, name)
+
+
+_UNARY = ("abs", "fabs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cos",
+          "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "lgamma", "log", "log10",
+          "log1p", "log2", "rint", "nearbyint", "round", "rsqrt", "sin", "sinh", "sqrt", "tan",
+          "tanh", "trunc", "tgamma", "saturatef")
+_FAST_UNARY = {"fast_expf": "exp", "fast_logf": "log", "fast_log2f": "log2", "fast_log10f": "log10",
+               "fast_sinf": "sin", "fast_cosf": "cos", "fast_tanf": "tan", "fast_exp10f": "exp10",
+               "fast_tanhf": "tanh"}
+_BINARY = {"pow": "power", "powf": "power", "fast_powf": "power", "atan2": "arctan2",
+           "fmax": "fmax", "fmin": "fmin", "fmod": "fmod", "hypot": "hypot",
+           "copysign": "copysign", "nextafter": "nextafter", "div_rn": "true_divide",
+           "fast_dividef": "true_divide", "add_rn": "add", "mul_rn": "multiply", "sub_rn": "subtract"}
+
+
+def _as_array(x: Any) -> Any:
+    import numpy as np
+
+    handle = getattr(x, "handle", None)
+    if handle is not None and hasattr(handle, "data"):
+        return handle.data
+    value = getattr(x, "value", x)  # constexpr
+    return np.asarray(value, dtype=np.float64)
+
+
+def _wrap(result: Any, like: Any) -> Any:
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    h = like.handle
+    out = result.astype(h.data.dtype) if hasattr(result, "astype") else result
+    return tl.core.tensor(interp.TensorHandle(out, h.dtype.scalar), like.type)
+
+
+def _make_unary(fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    def op(x: Any, *_: Any, **__: Any) -> Any:
+        return _wrap(fn(_as_array(x).astype("float64")), x)
+
+    return op
+
+
+def _make_binary(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    import numpy as np
+
+    def op(a: Any, b: Any, *_: Any, **__: Any) -> Any:
+        da, db = _as_array(a), _as_array(b)
+        like = a if hasattr(a, "handle") and np.ndim(da) >= np.ndim(db) else b
+        return _wrap(fn(da.astype("float64"), db.astype("float64")), like)
+
+    return op
+
+
+def _patch_libdevice() -> None:
+    import importlib
+
+    import numpy as np
+
+    modules = []
+    for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
+                 "triton.language.extra.hip.libdevice", "triton.language.math"):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    table: dict[str, Callable[..., Any]] = {}
+    for n in _UNARY:
+        table[n] = _make_unary(_np_unary(n))
+    for fast, n in _FAST_UNARY.items():
+        table[fast] = _make_unary(_np_unary(n))
+    for n, npname in _BINARY.items():
+        table[n] = _make_binary(getattr(np, npname))
+    for mod in modules:
+        if mod.__name__ == "triton.language.math":
+            continue  # core math builtins are the interpreter's own
+        for n, fn in table.items():
+            if hasattr(mod, n):
+                setattr(mod, n, fn)
+
+
+def _patch_bf16_dot() -> None:
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    if getattr(builder.create_dot, "_kgb_patched", False):
+        return
+    original = builder.create_dot
+
+    def widen(h: Any) -> Any:
+        if h.dtype.scalar == tl.bfloat16 or str(h.dtype) == "bf16":
+            bits = h.data.astype(np.uint32) << np.uint32(16)
+            return interp.TensorHandle(bits.view(np.float32), tl.float32)
+        return h
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any,
+                   max_num_imprecise_acc: Any) -> Any:
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._kgb_patched = True  # type: ignore[attr-defined]
+    builder.create_dot = create_dot  # type: ignore[method-assign]
+
+
+def _patch_benchmarking() -> None:
+    import triton
+    import triton.testing
+    from triton.runtime import autotuner
+
+    def do_bench(self: Any) -> Any:
+        return self._do_bench if self._do_bench is not None else cpu_bench
+
+    autotuner.Autotuner.do_bench = property(do_bench)  # type: ignore[assignment]
+    triton.testing.do_bench = cpu_bench
+
+
+def install_interpreter_support() -> None:
+    """Install the patches (idempotent). Called in cpu workers before any candidate import."""
+    _patch_libdevice()
+    _patch_bf16_dot()
+    _patch_benchmarking()
+
+
+def is_interpreter_limit(exc: BaseException) -> bool:
+    """True when ``exc`` is the interpreter refusing something it cannot run
+    (``NotImplementedError`` raised inside Triton's interpreter), not the candidate's bug."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, NotImplementedError):
+            frames = traceback.extract_tb(e.__traceback__)
+            if frames and frames[-1].filename.replace("\\", "/").endswith("triton/runtime/interpreter.py"):
+                return True
+        e = e.__cause__ or e.__context__
+    return False

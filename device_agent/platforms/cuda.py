@@ -56,6 +56,9 @@ class CudaPlatform:
 
         return str(torch.cuda.get_device_name(0))
 
+    def is_platform_limit(self, exc: BaseException) -> bool:
+        return False
+
     def peaks(self) -> Peaks | None:
         return DATASHEET.get(self.device_model())
 

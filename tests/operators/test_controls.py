@@ -10,10 +10,13 @@ from __future__ import annotations
 import pytest
 
 import operators
+from device_agent.platforms.cpu import install_interpreter_support
 from operators.spec import Tier
 from operators.testing import run_cases
 
 SPECS = operators.all_specs()
+# The same interpreter support cpu workers install (bf16 dots, libdevice, autotune timer).
+install_interpreter_support()
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
