@@ -83,7 +83,7 @@ def cpu_bench(fn: Callable[[], Any], warmup: int = 1, rep: int = 3,
 def _np_unary(name: str) -> Callable[[Any], Any]:
     import numpy as np
 
-    special = {
+    special: dict[str, Callable[[Any], Any]] = {
         "rsqrt": lambda x: 1.0 / np.sqrt(x),
         "exp10": lambda x: np.power(10.0, x),
         "erf": np.vectorize(math.erf, otypes=[np.float64]),
@@ -96,7 +96,8 @@ def _np_unary(name: str) -> Callable[[Any], Any]:
         "abs": np.abs,
         "saturatef": lambda x: np.clip(x, 0.0, 1.0),
     }
-    return special.get(name) or getattr(np, name)
+    fn: Callable[[Any], Any] = special.get(name) or getattr(np, name)
+    return fn
 
 
 _UNARY = ("abs", "fabs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "cos",
@@ -197,7 +198,7 @@ def _patch_bf16_dot() -> None:
         return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
     create_dot._kgb_patched = True  # type: ignore[attr-defined]
-    builder.create_dot = create_dot  # type: ignore[method-assign]
+    builder.create_dot = create_dot
 
 
 def _patch_benchmarking() -> None:
@@ -208,7 +209,7 @@ def _patch_benchmarking() -> None:
     def do_bench(self: Any) -> Any:
         return self._do_bench if self._do_bench is not None else cpu_bench
 
-    autotuner.Autotuner.do_bench = property(do_bench)  # type: ignore[assignment]
+    autotuner.Autotuner.do_bench = property(do_bench)
     triton.testing.do_bench = cpu_bench
 
 
