@@ -27,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-queue", type=int, default=256, help="evaluations admitted at once")
     s.add_argument("--port-file", type=Path, default=None, help="write the bound port here")
     s.add_argument("--work-dir", type=Path, default=None, help="where worker directories live")
+    s.add_argument("--worker-memory-gb", type=float, default=8.0,
+                   help="address-space limit per worker on platforms without a GPU (default 8)")
+    s.add_argument("--no-private-uid", action="store_true",
+                   help="when root, do not run each worker as its own uid (disables the "
+                        "process-count limit and the private network namespace)")
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 
@@ -49,9 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgb agent: WARNING: listening on {args.host}: the agent has no authentication yet; "
               "anyone who can reach this port can run code on this host's workers",
               file=sys.stderr)
+    if not 0.5 <= args.worker_memory_gb <= 4096:
+        print("kgb agent: --worker-memory-gb must be between 0.5 and 4096", file=sys.stderr)
+        return 2
+    from device_agent.sandbox import SandboxSettings
+
+    limits = SandboxSettings(drop_user=not args.no_private_uid,
+                             private_network=not args.no_private_uid,
+                             memory_bytes=int(args.worker_memory_gb * (1 << 30)))
     settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
                              workers_per_device=args.workers, max_queue=args.max_queue,
-                             port_file=args.port_file, work_root=args.work_dir)
+                             port_file=args.port_file, work_root=args.work_dir, sandbox=limits)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

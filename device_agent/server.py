@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 import operators
 from device_agent.evaluation import HARNESS_VERSION, Evaluator, InvalidRequest, StageBudgets
 from device_agent.platforms import Platform, resolve
+from device_agent.sandbox import SandboxSettings
 from device_agent.workers import WorkerPool
 from protos import convert
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
@@ -52,6 +53,7 @@ class AgentSettings:
     port_file: Path | None = None
     work_root: Path | None = None
     budgets: StageBudgets = StageBudgets()
+    sandbox: SandboxSettings = SandboxSettings()
 
 
 class QueueFull(Exception):
@@ -259,8 +261,10 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="kgb-agent-", dir=work_root))
+    os.chmod(root, 0o711)  # workers (own uids) reach their own directory; nobody lists others
     size = settings.workers_per_device or default_workers(platform)
-    pools = [WorkerPool(platform, i, size, root) for i in range(platform.device_count())]
+    pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox)
+             for i in range(platform.device_count())]
     evaluator = Evaluator(platform, pools, load_secret(), settings.budgets)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
     service = DeviceAgentService(evaluator, pools, settings, agent_id)

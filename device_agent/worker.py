@@ -176,13 +176,17 @@ def main(argv: list[str] | None = None) -> int:
 
         platform = resolve(args.platform)
         platform.init_worker()
-        import triton  # noqa: F401 - pre-warm: the candidate's import must not pay for it
-
         import operators
+        from device_agent.warmup import warm
 
         operators.all_specs()
-        ch.send({"type": "ready", "pid": os.getpid(),
-                 "system": asdict(platform.system_info())})
+        warm(platform.torch_device)
+        system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
+        from device_agent import sandbox
+
+        limits = sandbox.apply()
+        ch.send({"type": "ready", "pid": os.getpid(), "system": system,
+                 "sandbox": asdict(limits)})
     except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
         with contextlib.suppress(OSError):
             ch.send({"type": "start_error", "message": f"{type(exc).__name__}: {exc}",

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from device_agent import sandbox
 from device_agent.codec import encode, read_message
 from device_agent.platforms import Platform
 
@@ -45,8 +46,10 @@ class Worker:
     """One started worker process and the agent's end of its channel."""
 
     def __init__(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, workdir: Path, log_path: Path) -> None:
+                 writer: asyncio.StreamWriter, workdir: Path, log_path: Path,
+                 uid: int | None = None) -> None:
         self.proc = proc
+        self.uid = uid
         self.reader = reader
         self.writer = writer
         self.workdir = workdir
@@ -75,11 +78,13 @@ class Worker:
             return ""
 
     def kill(self) -> None:
-        """Kill the worker's whole process group (children the candidate started included)."""
+        """Kill the worker's whole process group, and every process of its private uid (children
+        that left the group included)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
+        sandbox.kill_uid(self.uid)
 
     async def dispose(self) -> int | None:
         """Kill, reap and remove the worker's private directory. Returns its exit code."""
@@ -90,17 +95,28 @@ class Worker:
             code = await asyncio.wait_for(self.proc.wait(), timeout=10)
         except TimeoutError:
             code = None
+        sandbox.kill_uid(self.uid)  # anything forked between the kill and the reap
         shutil.rmtree(self.workdir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.log_path.unlink()
         return code
 
 
-async def start_worker(platform: Platform, device_index: int, root: Path) -> Worker:
+async def start_worker(platform: Platform, device_index: int, root: Path,
+                       limits: sandbox.SandboxSettings | None = None) -> Worker:
     """Start one worker and wait for its ready message."""
+    limits = limits or sandbox.SandboxSettings()
+    uid = sandbox.next_uid(limits)
     workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
-    log_path = workdir / "worker.log"
+    sandbox.prepare_workdir(workdir, uid)
+    # The log lives outside the worker's directory, so the candidate cannot swap it.
+    log_path = root / f"{workdir.name}.log"
     parent_sock, child_sock = socket.socketpair()
     env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
     env.update(platform.worker_env(device_index))
+    env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
+    env["HOME"] = str(workdir)
+    env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     # The repo root must be importable even when the agent was started from elsewhere.
@@ -115,7 +131,7 @@ async def start_worker(platform: Platform, device_index: int, root: Path) -> Wor
         )
     child_sock.close()
     reader, writer = await asyncio.open_connection(sock=parent_sock, limit=1 << 20)
-    worker = Worker(proc, reader, writer, workdir, log_path)
+    worker = Worker(proc, reader, writer, workdir, log_path, uid)
     try:
         msg = await asyncio.wait_for(worker.recv(), timeout=READY_TIMEOUT_S)
     except (TimeoutError, EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
@@ -134,13 +150,15 @@ class WorkerPool:
     disposed by the caller); a replacement starts at once in the background."""
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
-                 on_restart: Callable[[], None] | None = None) -> None:
+                 on_restart: Callable[[], None] | None = None,
+                 limits: sandbox.SandboxSettings | None = None) -> None:
         if size < 1:
             raise ValueError("pool size must be >= 1")
         self.platform = platform
         self.device_index = device_index
         self.size = size
         self.root = root
+        self.limits = limits or sandbox.SandboxSettings()
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._starting = 0
         self._closed = False
@@ -156,7 +174,8 @@ class WorkerPool:
     async def start(self) -> None:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
         results = await asyncio.gather(
-            *(start_worker(self.platform, self.device_index, self.root) for _ in range(self.size)),
+            *(start_worker(self.platform, self.device_index, self.root, self.limits)
+              for _ in range(self.size)),
             return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
@@ -187,7 +206,7 @@ class WorkerPool:
         try:
             while not self._closed:
                 try:
-                    w = await start_worker(self.platform, self.device_index, self.root)
+                    w = await start_worker(self.platform, self.device_index, self.root, self.limits)
                 except WorkerStartError as exc:
                     self.start_failures += 1
                     self.last_start_error = str(exc)[:2000]

@@ -1,0 +1,147 @@
+"""Limits on a sandbox worker, applied after warm-up and before any candidate code exists.
+
+Agent side (:func:`prepare_workdir`, :func:`kill_uid`): each worker gets a fresh uid (when the
+agent runs as root) that owns its private directory, so every process the candidate starts can
+be found and killed afterwards, even one that left the process group.
+
+Worker side (:func:`apply`), in this order:
+
+1. a private network namespace (root only): the candidate has no network at all;
+2. ``RLIMIT_FSIZE``: a stdout flood or a runaway file write fails (EFBIG; CPython ignores
+   SIGXFSZ) instead of filling the disk;
+3. ``RLIMIT_AS`` on platforms without a GPU driver (CUDA reserves huge address ranges): an
+   allocation beyond the budget fails instead of invoking the OOM killer;
+4. drop to the worker's uid (root only), then ``RLIMIT_NPROC`` — which root would ignore — so a
+   fork bomb fails after a few processes. Without root there is no private uid, and a process
+   limit would count the agent user's own processes too, so none is set (use a cgroup).
+
+Settings travel in ``KGB_SANDBOX_*`` environment variables (they are not secrets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import os
+import resource
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNET = 0x40000000
+UID_BASE = 610_000
+UID_SPAN = 50_000
+_uids = itertools.count()
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    drop_user: bool = True          # when the agent is root: run each worker as its own uid
+    private_network: bool = True    # when root: a new, empty network namespace
+    memory_bytes: int = 8 << 30     # RLIMIT_AS where the platform allows it (cpu)
+    file_bytes: int = 64 << 20      # RLIMIT_FSIZE: biggest file (log included) a worker may write
+    extra_processes: int = 16       # RLIMIT_NPROC headroom above the worker's own threads
+
+    def env(self, uid: int | None, limit_memory: bool) -> dict[str, str]:
+        return {
+            "KGB_SANDBOX_UID": "" if uid is None else str(uid),
+            "KGB_SANDBOX_NET": "1" if self.private_network else "0",
+            "KGB_SANDBOX_AS": str(self.memory_bytes) if limit_memory else "0",
+            "KGB_SANDBOX_FSIZE": str(self.file_bytes),
+            "KGB_SANDBOX_NPROC": str(self.extra_processes),
+        }
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def next_uid(settings: SandboxSettings) -> int | None:
+    """A fresh uid for the next worker (None when not root or dropping is off)."""
+    if not (settings.drop_user and is_root()):
+        return None
+    return UID_BASE + next(_uids) % UID_SPAN
+
+
+def prepare_workdir(path: Path, uid: int | None) -> None:
+    """Make the worker's private directory its own (and nobody else's)."""
+    if uid is not None:
+        os.chown(path, uid, uid)
+    os.chmod(path, 0o700)
+
+
+def kill_uid(uid: int | None) -> int:
+    """SIGKILL every process owned by ``uid``; returns how many were signalled."""
+    if uid is None:
+        return 0
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        if st.st_uid == uid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+# ---- worker side ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Applied:
+    """What the worker actually got (reported to the agent in the ready message)."""
+
+    uid: int
+    private_network: bool
+    memory_bytes: int
+    file_bytes: int
+    max_processes: int
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.strip().lstrip("-").isdigit() else 0
+
+
+def _own_tasks() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def apply() -> Applied:
+    """Apply the limits named in the environment to this (worker) process."""
+    uid_s = os.environ.get("KGB_SANDBOX_UID", "")
+    root = is_root()
+    private_net = False
+    if root and os.environ.get("KGB_SANDBOX_NET") == "1":
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) == 0:
+            private_net = True
+    fsize = _env_int("KGB_SANDBOX_FSIZE")
+    if fsize > 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    mem = _env_int("KGB_SANDBOX_AS")
+    if mem > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    dropped = False
+    if root and uid_s.isdigit():
+        uid = int(uid_s)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        dropped = True
+    nproc = 0
+    extra = _env_int("KGB_SANDBOX_NPROC")
+    if dropped and extra > 0:
+        # The count is per uid; the uid is this worker's alone, so it counts only its own tasks.
+        nproc = _own_tasks() + extra
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return Applied(uid=os.getuid(), private_network=private_net, memory_bytes=mem,
+                   file_bytes=fsize, max_processes=nproc)

@@ -1,0 +1,167 @@
+"""Faults through a real agent with real candidate files, each followed by an honest candidate
+on the same agent. The limits are set before any candidate code runs, so no test here can hurt
+the machine: the fork bomb is bounded and refused, the allocation is bigger than the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import operators
+from protos.client import AgentBusy, AgentClient
+from protos.records import EvalRequest, Progress, Stage, Status
+from tests.device_agent.test_agent import ADD, evaluate, fixture
+
+ROOT = os.geteuid() == 0
+
+
+def _worker_processes() -> int:
+    n = 0
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if b"device_agent.worker" in (p / "cmdline").read_bytes():
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def _then_honest(address: str) -> None:
+    assert evaluate(address, ADD.solution).status is Status.PASSED
+
+
+@pytest.mark.skipif(not ROOT, reason="the private-uid process limit needs the agent to run as root")
+def test_fork_bomb_is_refused_and_cleaned_up(cpu_agent: str) -> None:
+    before = _worker_processes()
+    v = evaluate(cpu_agent, fixture("add_fork_bomb.py"))
+    assert v.status is Status.RUNTIME_ERROR
+    assert "fork refused after" in v.message, v.message
+    refused_after = int(v.message.split("fork refused after ")[1].split()[0])
+    assert refused_after < 64
+    time.sleep(1.0)
+    assert _worker_processes() <= before + 1  # the children died with their worker
+    _then_honest(cpu_agent)
+
+
+@pytest.mark.skipif(not ROOT, reason="private uid and network namespace need root")
+def test_worker_runs_as_private_uid_without_network(cpu_agent: str) -> None:
+    v = evaluate(cpu_agent, fixture("add_network.py"))
+    assert v.status is Status.RUNTIME_ERROR
+    assert "probe uid=" in v.message and "probe uid=0 " not in v.message, v.message
+    assert "network=connected" not in v.message, v.message
+
+
+def test_out_of_memory_is_a_runtime_error(cpu_agent: str) -> None:
+    v = evaluate(cpu_agent, fixture("add_oom.py"))
+    assert v.status is Status.RUNTIME_ERROR
+    assert "alloc" in v.message.lower() or "memory" in v.message.lower(), v.message
+    _then_honest(cpu_agent)
+
+
+def test_stdout_flood_is_stopped(cpu_agent: str) -> None:
+    v = evaluate(cpu_agent, fixture("add_stdout_flood.py"), timeout=60)
+    assert v.status is Status.RUNTIME_ERROR
+    # CPython ignores SIGXFSZ, so the write fails with EFBIG once the file limit is reached.
+    assert "SIGXFSZ" in v.message or "File too large" in v.message, v.message
+    assert len(v.log) <= 10_000  # the verdict carries a bounded tail, not the flood
+    _then_honest(cpu_agent)
+
+
+@pytest.mark.parametrize("name", ["add_hang_kernel.py", "add_hang_python.py"])
+def test_hangs_time_out(cpu_agent: str, name: str) -> None:
+    v = evaluate(cpu_agent, fixture(name), timeout=10)
+    assert v.status is Status.TIMEOUT, v.message
+    assert "correctness" in v.message
+    _then_honest(cpu_agent)
+
+
+def test_out_of_bounds_write_crashes_only_the_worker(cpu_agent: str) -> None:
+    v = evaluate(cpu_agent, fixture("add_oob_write.py"))
+    assert v.status is Status.RUNTIME_ERROR
+    assert "SIGSEGV" in v.message or "SIGBUS" in v.message or "Error" in v.message, v.message
+    _then_honest(cpu_agent)
+
+
+def test_cancelled_call_frees_its_worker(cpu_agent: str) -> None:
+    async def go() -> None:
+        async with AgentClient(cpu_agent) as c:
+            req = EvalRequest(uuid.uuid4().hex, "aten::add", fixture("add_hang_python.py"))
+
+            async def consume() -> None:
+                async for e in c.evaluate_stream(req, timeout=120):
+                    if isinstance(e, Progress) and e.stage is Stage.CORRECTNESS:
+                        started.set()
+
+            started = asyncio.Event()
+            task = asyncio.ensure_future(consume())
+            await asyncio.wait_for(started.wait(), timeout=60)
+            assert (await c.describe()).devices[0].busy == 1
+            task.cancel()
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                if (await c.describe()).devices[0].busy == 0:
+                    break
+            assert (await c.describe()).devices[0].busy == 0
+
+    asyncio.run(go())
+    _then_honest(cpu_agent)
+
+
+@pytest.fixture(scope="module")
+def tiny_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One worker and a queue of one: the second concurrent request is turned away."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    port_file = tmp_path_factory.mktemp("tiny") / "port"
+    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
+                             "--platform", "cpu", "--workers", "1", "--max-queue", "1",
+                             "--port-file", str(port_file)],
+                            env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        for _ in range(600):
+            if port_file.exists():
+                break
+            time.sleep(0.05)
+        address = f"127.0.0.1:{port_file.read_text()}"
+
+        async def ready() -> None:
+            async with AgentClient(address) as c:
+                await c.wait_serving(180)
+
+        asyncio.run(ready())
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_queue_full_is_resource_exhausted_with_retry_hint(tiny_agent: str) -> None:
+    async def go() -> None:
+        async with AgentClient(tiny_agent) as c:
+            hang = asyncio.ensure_future(c.evaluate(
+                EvalRequest(uuid.uuid4().hex, "aten::add", fixture("add_hang_python.py")), timeout=8))
+            await asyncio.sleep(1.0)
+            with pytest.raises(AgentBusy) as err:
+                await c.evaluate(EvalRequest(uuid.uuid4().hex, "aten::add", ADD.solution.encode()),
+                                 timeout=60)
+            assert err.value.retry_after_s > 0
+            assert (await hang).status is Status.TIMEOUT
+            ok = await c.evaluate(EvalRequest(uuid.uuid4().hex, "aten::add", ADD.solution.encode()),
+                                  timeout=120)
+            assert ok.status is Status.PASSED
+
+    asyncio.run(go())
+
+
+def test_spec_is_importable() -> None:
+    assert operators.get("aten::add").version >= 1
