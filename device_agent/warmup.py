@@ -25,8 +25,8 @@ MODULES = (
 )
 
 
-@triton.jit
-def _warm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]
+def _warm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = i < n
     tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0 + 1.0, mask=m)
