@@ -1,8 +1,9 @@
 """The sandbox worker: a separate process that imports one candidate, runs it, and exits.
 
-Started by the agent with ``python -m device_agent.worker`` (an exec, never a fork of the gRPC
-server), pre-warmed (torch and triton imported, device initialised) before any candidate
-exists, then used for exactly one candidate. Everything here runs beside untrusted code, so the
+Forked by the agent's forkserver — a separate process started by exec, with torch, triton and
+the suite preloaded and no device initialised; the gRPC server itself never forks — then
+pre-warmed (device initialised, a kernel run) before any candidate exists, and used for exactly
+one candidate. Everything here runs beside untrusted code, so the
 agent trusts nothing it says: it only sends raw outputs back over the channel (framed by
 ``device_agent.codec``, never pickled), and the agent compares them with references it keeps to
 itself. Hidden seeds and expected outputs never enter this process.
@@ -10,7 +11,6 @@ itself. Hidden seeds and expected outputs never enter this process.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import os
@@ -29,8 +29,8 @@ TRACEBACK_LIMIT = 6000
 
 
 class Channel:
-    def __init__(self, fd: int) -> None:
-        self.sock = socket.socket(fileno=fd)
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.nonce = ""
 
     def send(self, msg: dict[str, Any]) -> None:
@@ -163,18 +163,35 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     ch.send({"type": "done"})
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="KernelGenBench sandbox worker (started by the agent)")
-    ap.add_argument("--fd", type=int, required=True)
-    ap.add_argument("--platform", required=True)
-    args = ap.parse_args(argv)
+def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,
+                 workdir: str) -> None:
+    """Body of a worker process forked by the agent's forkserver (torch and triton preloaded).
 
-    ch = Channel(args.fd)
+    Leaves the forkserver's session (the agent kills the whole group), sends stdout/stderr to
+    the log, replaces the environment with the one the agent built, and serves one candidate.
+    """
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(workdir)
+    code = serve(Channel(sock), platform_name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without running the candidate's atexit hooks or finalisers.
+    os._exit(code)
+
+
+def serve(ch: Channel, platform_name: str) -> int:
+    """Warm up, apply the sandbox, report ready, then run one job. Returns an exit code."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing candidates
     try:
         from device_agent.platforms import resolve
 
-        platform = resolve(args.platform)
+        platform = resolve(platform_name)
         platform.init_worker()
         import operators
         from device_agent.warmup import warm
@@ -198,11 +215,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ch.nonce = str(job.get("nonce", ""))
     run_job(ch, job, platform)
-    # Leave without running the candidate's atexit hooks or finalisers.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 0

@@ -1,11 +1,13 @@
 """Pre-started, pre-warmed sandbox workers: one pool per device, each worker used once.
 
-A worker is ``python -m device_agent.worker`` started with exec (``subprocess`` uses
-``fork_exec``/``posix_spawn``: no Python code of the server ever runs in a forked child), in a
-new session so the agent can kill its whole process group, with a scrubbed environment, a
-private working directory, stdout/stderr captured to a log file that is never parsed, and one
-end of a socket pair as its only channel to the agent. The pool keeps ``size`` workers warm so
-the 3-5 s start-up (torch import, device init) is hidden behind other work.
+Workers are forked by a multiprocessing *forkserver*: a separate process, started by exec with a
+scrubbed environment, that has imported torch, triton and the suite once (no device is
+initialised there). The gRPC server itself never forks. A worker costs a fork instead of a fresh
+interpreter; it then leaves the forkserver's session (so the agent kills its whole process
+group), takes the environment the agent built for it, initialises its device, warms up and
+applies the sandbox. Its only channel to the agent is one end of a socket pair; stdout/stderr go
+to a log file that is never parsed. The pool keeps ``size`` workers warm so start-up is hidden
+behind other work.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
 import socket
-import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,61 @@ _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
              "NVSHMEM_DISABLE_NVLS")
 
 
+# What the forkserver imports once, before any fork. No module that defines a @triton.jit
+# kernel (decoration fixes interpreter vs compiled mode) and nothing that initialises a device.
+_PRELOAD = ["numpy", "torch", "triton", "triton.language", "operators", "device_agent.codec",
+            "device_agent.sandbox", "device_agent.worker", "device_agent.platforms"]
+_forkserver_lock = threading.Lock()
+
+
+def _scrubbed_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    repo_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def ensure_forkserver(import_env: dict[str, str]) -> multiprocessing.context.BaseContext:
+    """Start the forkserver once, with only the allow-listed environment (so no secret of the
+    agent's environment is ever visible in a worker, not even in /proc/self/environ) plus what
+    the platform needs at import time. One agent serves one platform, so one forkserver does."""
+    ctx = multiprocessing.get_context("forkserver")
+    with _forkserver_lock:
+        ctx.set_forkserver_preload(_PRELOAD)
+        saved = dict(os.environ)
+        try:
+            os.environ.clear()
+            os.environ.update(_scrubbed_env())
+            os.environ.update(import_env)
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return ctx
+
+
+class _Child:
+    """A forked worker process as the agent sees it."""
+
+    def __init__(self, proc: multiprocessing.process.BaseProcess) -> None:
+        self._proc = proc
+        self.pid: int = proc.pid or 0
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.exitcode
+
+    async def wait(self) -> int | None:
+        await asyncio.to_thread(self._proc.join)
+        return self._proc.exitcode
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class WorkerStartError(RuntimeError):
     """A worker could not start (broken install, no device): the system's fault, not a candidate's."""
 
@@ -45,7 +104,7 @@ class WorkerStartError(RuntimeError):
 class Worker:
     """One started worker process and the agent's end of its channel."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+    def __init__(self, proc: _Child, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter, workdir: Path, log_path: Path,
                  uid: int | None = None) -> None:
         self.proc = proc
@@ -112,24 +171,23 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     # The log lives outside the worker's directory, so the candidate cannot swap it.
     log_path = root / f"{workdir.name}.log"
     parent_sock, child_sock = socket.socketpair()
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env = _scrubbed_env()
     env.update(platform.worker_env(device_index))
     env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
     env["HOME"] = str(workdir)
     env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    # The repo root must be importable even when the agent was started from elsewhere.
-    repo_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH", "")) if p)
-    with open(log_path, "wb") as logf:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "device_agent.worker", "--fd", str(child_sock.fileno()),
-            "--platform", platform.name,
-            stdin=asyncio.subprocess.DEVNULL, stdout=logf, stderr=logf,
-            pass_fds=(child_sock.fileno(),), start_new_session=True, cwd=workdir, env=env,
-        )
-    child_sock.close()
+    log_path.touch(mode=0o600)
+    from device_agent.worker import worker_entry
+
+    ctx = await asyncio.to_thread(ensure_forkserver, platform.import_env())
+    mp_proc = ctx.Process(target=worker_entry,  # type: ignore[attr-defined]
+                          args=(child_sock, platform.name, env, str(log_path), str(workdir)),
+                          name="kgb-worker")
+    try:
+        await asyncio.to_thread(mp_proc.start)
+    finally:
+        child_sock.close()
+    proc = _Child(mp_proc)
     reader, writer = await asyncio.open_connection(sock=parent_sock, limit=1 << 20)
     worker = Worker(proc, reader, writer, workdir, log_path, uid)
     try:

@@ -39,6 +39,11 @@ class Platform(Protocol):
         """Environment variables a worker for ``device_index`` must start with."""
         ...
 
+    def import_env(self) -> dict[str, str]:
+        """Variables that must already be set when triton is imported (the forkserver preloads
+        it): triton.language's own @jit helpers take their mode at import."""
+        ...
+
     def init_worker(self) -> None:
         """Inside the worker, after import: initialise the device (warm it)."""
         ...

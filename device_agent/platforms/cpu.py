@@ -40,6 +40,9 @@ class CpuPlatform:
     def worker_env(self, device_index: int) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
+    def import_env(self) -> dict[str, str]:
+        return {"TRITON_INTERPRET": "1"}
+
     def init_worker(self) -> None:
         import torch
 

@@ -43,6 +43,9 @@ class CudaPlatform:
         # Each worker sees exactly one device, as cuda:0.
         return {"CUDA_VISIBLE_DEVICES": str(device_index)}
 
+    def import_env(self) -> dict[str, str]:
+        return {}
+
     def init_worker(self) -> None:
         import torch
 

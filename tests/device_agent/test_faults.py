@@ -165,3 +165,38 @@ def test_queue_full_is_resource_exhausted_with_retry_hint(tiny_agent: str) -> No
 
 def test_spec_is_importable() -> None:
     assert operators.get("aten::add").version >= 1
+
+
+def test_agent_secret_is_invisible_to_candidates(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    port_file = tmp_path / "port"
+    env = {**os.environ, "PYTHONPATH": str(repo), "KGB_AGENT_SECRET": "feedfacecafebeef"}
+    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
+                             "--platform", "cpu", "--workers", "1", "--port-file", str(port_file)],
+                            env=env, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(600):
+            if port_file.exists():
+                break
+            time.sleep(0.05)
+        address = f"127.0.0.1:{port_file.read_text()}"
+
+        async def go() -> str:
+            async with AgentClient(address) as c:
+                await c.wait_serving(180)
+                v = await c.evaluate(EvalRequest(uuid.uuid4().hex, "aten::add",
+                                                 fixture("add_secret_probe.py")), timeout=120)
+                return v.message
+
+        message = asyncio.run(go())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "secret probe:" in message, message
+    found = message.split("found=")[1]
+    assert "os.environ" not in found and "self" not in found, message
+    if ROOT:  # a private uid cannot read the (root-owned) agent's /proc/<pid>/environ
+        assert found.startswith("nowhere"), message
