@@ -312,10 +312,12 @@ class Evaluator:
                                        f"this candidate ({msg.get('message', '')}); evaluate it on "
                                        "another platform"[:1500],
                                        log=_tail(str(msg.get("traceback", ""))))
-                    status = Status.COMPILE_ERROR if msg.get("compile") else Status.RUNTIME_ERROR
+                    compile_time = msg.get("compile") or msg.get("signature")
+                    status = Status.COMPILE_ERROR if compile_time else Status.RUNTIME_ERROR
                     results.append(CaseResult(name=name, passed=False, hidden=p.hidden[i],
                                               mismatch=str(msg.get("message", ""))[:1000]))
-                    what = "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised"
+                    what = ("wrong signature" if msg.get("signature") else
+                            "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised")
                     return verdict(status, f"case {name}: {what}: {msg.get('message', '')}"[:1500],
                                    cases=tuple(results), log=_tail(str(msg.get("traceback", ""))))
                 if kind != "case" or msg.get("index") != i:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import os
 import resource
 import socket
@@ -125,11 +126,22 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         if msg.get("type") != "call" or msg.get("index") != i:
             return
         call = _call_from_wire(msg["call"])
+        fn = getattr(module, call.entry)
+        try:
+            inspect.signature(fn).bind(*call.args, **call.kwargs)
+        except TypeError as exc:
+            expected = spec.entry_point(call.entry).signature
+            ch.send({"type": "case_error", "index": i, "signature": True,
+                     "message": f"entry point {call.entry} has the wrong signature ({exc}); "
+                                f"expected {expected}", "traceback": ""})
+            return
+        except ValueError:
+            pass  # no introspectable signature (e.g. a builtin): the call itself will tell
         dev_call = prepare(call, device)
         synchronize(device)
         t0 = time.perf_counter()
         try:
-            result = invoke(getattr(module, call.entry), dev_call)
+            result = invoke(fn, dev_call)
             synchronize(device)
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
             ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),

@@ -87,6 +87,7 @@ def test_negative_control_is_wrong_answer_with_summary(cpu_agent: str) -> None:
     ("add_missing_entry.py", Status.COMPILE_ERROR, "add_Scalar"),
     ("add_import_error.py", Status.COMPILE_ERROR, "ModuleNotFoundError"),
     ("add_raises.py", Status.RUNTIME_ERROR, "candidate bug"),
+    ("add_wrong_signature.py", Status.COMPILE_ERROR, "wrong signature"),
     ("add_exit0.py", Status.RUNTIME_ERROR, "exited with code 0"),
     ("add_segfault.py", Status.RUNTIME_ERROR, "SIGSEGV"),
     ("add_unwritten.py", Status.WRONG_ANSWER, "not fully written"),

@@ -40,3 +40,21 @@ def test_reference_passes_with_real_timings(cuda_agent: str, spec: operators.Ope
             assert all(t.baseline_median_us and t.speedup for t in v.timings)
 
     asyncio.run(go())
+
+
+def test_sticky_device_error_is_contained(cuda_agent: str) -> None:
+    from pathlib import Path
+
+    bad = (Path(__file__).resolve().parent.parent / "fixtures" / "candidates"
+           / "add_sticky_device_error.py").read_bytes()
+    spec = operators.get("aten::add")
+
+    async def go() -> None:
+        async with AgentClient(cuda_agent) as c:
+            v = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, bad), timeout=300)
+            assert v.status is Status.RUNTIME_ERROR, v.message
+            ok = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, spec.solution.encode()),
+                                  timeout=600)
+            assert ok.status is Status.PASSED, ok.message
+
+    asyncio.run(go())
