@@ -24,7 +24,7 @@ import secrets
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -143,6 +143,20 @@ class Evaluator:
         self.tier = Tier.CPU if platform.name == "cpu" else Tier.FULL
         self.timing_locks = [asyncio.Lock() for _ in pools]
         self.system = SystemInfo(platform=platform.name)
+        self._peaks: dict[str, Any] | None = None
+
+    def use_peaks(self, measured: dict[str, Any] | None) -> None:
+        """Use measured ceilings (bandwidth GB/s, per-dtype TFLOP/s) for speed-of-light."""
+        self._peaks = measured
+        self.system = self._with_peaks(self.system)
+
+    def _with_peaks(self, system: SystemInfo) -> SystemInfo:
+        if not self._peaks:
+            return system
+        tflops = dict(system.peak_tflops)
+        tflops.update({k: float(v) for k, v in self._peaks.get("tflops", {}).items()})
+        return replace(system, peak_bandwidth_gbps=float(self._peaks["bandwidth_gbps"]),
+                       peak_tflops=tflops, peak_source="measured")
 
     # ---- request validation and static stage -------------------------------------------------
     def resolve(self, req: EvalRequest) -> OperatorSpec:
@@ -238,7 +252,7 @@ class Evaluator:
             return self._verdict(spec, chash, req, Status.INFRA_ERROR,
                                  f"worker could not start: {exc}", t0)
         if worker.ready.get("system"):
-            self.system = SystemInfo(**worker.ready["system"])
+            self.system = self._with_peaks(SystemInfo(**worker.ready["system"]))
         try:
             return await self._run(worker, pool_index, prepared, req, deadline, t0, report)
         finally:

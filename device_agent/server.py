@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -231,6 +232,24 @@ async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> N
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
 
 
+def _peaks_for(pool: WorkerPool, system: SystemInfo) -> dict[str, Any] | None:
+    """Measured peaks for the pool's device: fresh from its first worker (then cached), else
+    from the cache; None keeps the datasheet. Implausible measurements are not used."""
+    from device_agent import peaks as peak_cache
+
+    model, driver = system.device_model, system.driver
+    measured = pool.measured_peaks or peak_cache.load(model, driver)
+    if not measured:
+        return None
+    if not peak_cache.believable(measured, system.peak_bandwidth_gbps):
+        log.warning("measured bandwidth %.0f GB/s exceeds the datasheet's %s GB/s: ignored",
+                    measured.get("bandwidth_gbps", 0.0), system.peak_bandwidth_gbps)
+        return None
+    if pool.measured_peaks:
+        peak_cache.save(model, driver, measured)
+    return measured
+
+
 class BindError(RuntimeError):
     pass
 
@@ -263,7 +282,11 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     root = Path(tempfile.mkdtemp(prefix="kgb-agent-", dir=work_root))
     os.chmod(root, 0o711)  # workers (own uids) reach their own directory; nobody lists others
     size = settings.workers_per_device or default_workers(platform)
-    pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox)
+    from device_agent import peaks as peak_cache
+
+    peaks_dir = peak_cache.cache_root()
+    pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
+                        peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None)
              for i in range(platform.device_count())]
     evaluator = Evaluator(platform, pools, load_secret(), settings.budgets)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
@@ -298,6 +321,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
         await asyncio.gather(*(p.start() for p in pools))
         if pools and pools[0].system_info:
             evaluator.system = SystemInfo(**pools[0].system_info)
+            evaluator.use_peaks(_peaks_for(pools[0], evaluator.system))
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         log.info("workers ready; SERVING")

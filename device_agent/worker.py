@@ -197,6 +197,22 @@ def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], l
     os._exit(code)
 
 
+def _measure_peaks_if_asked(platform: Any, system: dict[str, Any]) -> dict[str, Any]:
+    """The agent asks one worker to measure when its peak cache has no entry for this device."""
+    cache_dir = os.environ.get("KGB_PEAKS_CACHE_DIR")
+    if not cache_dir or not platform.timings_meaningful:
+        return {}
+    from device_agent import peaks
+
+    os.environ["KGB_CACHE_DIR"] = cache_dir
+    if peaks.load(system["device_model"], system["driver"]) is not None:
+        return {}
+    try:
+        return {"peaks": peaks.measure(platform.torch_device)}
+    except Exception as exc:  # noqa: BLE001 - the datasheet stays in use
+        return {"peaks_error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
 def serve(ch: Channel, platform_name: str) -> int:
     """Warm up, apply the sandbox, report ready, then run one job. Returns an exit code."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing candidates
@@ -211,11 +227,12 @@ def serve(ch: Channel, platform_name: str) -> int:
         operators.all_specs()
         warm(platform.torch_device)
         system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
+        peaks = _measure_peaks_if_asked(platform, system)
         from device_agent import sandbox
 
         limits = sandbox.apply()
         ch.send({"type": "ready", "pid": os.getpid(), "system": system,
-                 "sandbox": asdict(limits)})
+                 "sandbox": asdict(limits), **peaks})
     except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
         with contextlib.suppress(OSError):
             ch.send({"type": "start_error", "message": f"{type(exc).__name__}: {exc}",

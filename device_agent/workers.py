@@ -162,7 +162,8 @@ class Worker:
 
 
 async def start_worker(platform: Platform, device_index: int, root: Path,
-                       limits: sandbox.SandboxSettings | None = None) -> Worker:
+                       limits: sandbox.SandboxSettings | None = None,
+                       peaks_cache_dir: Path | None = None) -> Worker:
     """Start one worker and wait for its ready message."""
     limits = limits or sandbox.SandboxSettings()
     uid = sandbox.next_uid(limits)
@@ -176,6 +177,8 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
     env["HOME"] = str(workdir)
     env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
+    if peaks_cache_dir is not None:
+        env["KGB_PEAKS_CACHE_DIR"] = str(peaks_cache_dir)
     log_path.touch(mode=0o600)
     from device_agent.worker import worker_entry
 
@@ -209,7 +212,8 @@ class WorkerPool:
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
                  on_restart: Callable[[], None] | None = None,
-                 limits: sandbox.SandboxSettings | None = None) -> None:
+                 limits: sandbox.SandboxSettings | None = None,
+                 peaks_cache_dir: Path | None = None) -> None:
         if size < 1:
             raise ValueError("pool size must be >= 1")
         self.platform = platform
@@ -217,6 +221,8 @@ class WorkerPool:
         self.size = size
         self.root = root
         self.limits = limits or sandbox.SandboxSettings()
+        self.peaks_cache_dir = peaks_cache_dir  # the first worker measures peaks when uncached
+        self.measured_peaks: dict[str, Any] = {}
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._starting = 0
         self._closed = False
@@ -232,14 +238,19 @@ class WorkerPool:
     async def start(self) -> None:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
         results = await asyncio.gather(
-            *(start_worker(self.platform, self.device_index, self.root, self.limits)
-              for _ in range(self.size)),
+            *(start_worker(self.platform, self.device_index, self.root, self.limits,
+                           self.peaks_cache_dir if i == 0 else None)
+              for i in range(self.size)),
             return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
             if isinstance(r, Worker):
                 self.started += 1
                 self.system_info = self.system_info or dict(r.ready.get("system", {}))
+                if isinstance(r.ready.get("peaks"), dict):
+                    self.measured_peaks = dict(r.ready["peaks"])
+                elif r.ready.get("peaks_error"):
+                    log.warning("peak measurement failed: %s", r.ready["peaks_error"])
                 self._ready.put_nowait(r)
         if errors:
             for _ in errors:

@@ -58,3 +58,15 @@ def test_sticky_device_error_is_contained(cuda_agent: str) -> None:
             assert ok.status is Status.PASSED, ok.message
 
     asyncio.run(go())
+
+
+def test_peak_measurement_is_plausible() -> None:
+    from device_agent import peaks
+    from device_agent.platforms.cuda import DATASHEET, CudaPlatform
+
+    m = peaks.measure("cuda")
+    sheet = DATASHEET.get(CudaPlatform().device_model())
+    assert m["bandwidth_gbps"] > 500 and all(v > 1 for v in m["tflops"].values())
+    if sheet is not None:
+        assert peaks.believable(m, sheet.bandwidth_gbps)
+        assert m["bandwidth_gbps"] > 0.6 * sheet.bandwidth_gbps

@@ -1,0 +1,45 @@
+"""Peak cache and plausibility (the measurement itself needs a GPU: see test_gpu.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from device_agent import peaks
+from device_agent.evaluation import Evaluator
+from device_agent.platforms.cpu import CpuPlatform
+from operators.spec import case
+from protos.records import SystemInfo
+
+
+def test_cache_round_trip_keyed_by_model_and_driver(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGB_CACHE_DIR", str(tmp_path))
+    assert peaks.load("NVIDIA H200", "580.1") is None
+    peaks.save("NVIDIA H200", "580.1", {"bandwidth_gbps": 4200.0, "tflops": {"bfloat16": 780.0}})
+    assert peaks.load("NVIDIA H200", "580.1") == {"bandwidth_gbps": 4200.0,
+                                                   "tflops": {"bfloat16": 780.0}}
+    assert peaks.load("NVIDIA H200", "581.0") is None
+    assert peaks.cache_path("NVIDIA H200", "580.1").parent == tmp_path / "peaks"
+
+
+def test_bandwidth_above_datasheet_is_not_believed() -> None:
+    assert peaks.believable({"bandwidth_gbps": 4200.0}, 4800.0)
+    assert not peaks.believable({"bandwidth_gbps": 5600.0}, 4800.0)
+    assert not peaks.believable({"bandwidth_gbps": 0.0}, None)
+
+
+def test_measured_peaks_drive_speed_of_light() -> None:
+    import operators
+
+    ev = Evaluator(CpuPlatform(), [], b"k")
+    ev.system = SystemInfo(platform="cuda", device_model="NVIDIA H200", peak_bandwidth_gbps=4800.0,
+                           peak_tflops={"float32": 67.0}, peak_source="datasheet")
+    spec = operators.get("aten::add")
+    c = case("add_Tensor", "float32", (8192, 8192), other=(8192, 8192), alpha=1.0)
+    datasheet = ev._sol_percent(spec, c, 200.0)
+    ev.use_peaks({"bandwidth_gbps": 4000.0, "tflops": {"float32": 50.0}})
+    assert ev.system.peak_source == "measured" and ev.system.peak_tflops["float32"] == 50.0
+    measured = ev._sol_percent(spec, c, 200.0)
+    assert datasheet and measured and measured == pytest.approx(datasheet * 4800 / 4000)
