@@ -360,7 +360,13 @@ class Evaluator:
             else:
                 report(Stage.TIMING)
                 async with self.timing_locks[pool_index]:
-                    timings = await self._time(worker, p, nonce, recv, deadline)
+                    timings, rechecks = await self._time(worker, p, nonce, recv, deadline)
+                # Outside the device lock: the references are CPU work in the agent.
+                drift = await asyncio.to_thread(self._recheck, p.spec, rechecks)
+                if drift is not None:
+                    return verdict(Status.WRONG_ANSWER, drift, cases=tuple(results),
+                                   timings=timings,
+                                   findings=(Finding("timing", "recheck-after-timing", drift),))
             report(Stage.DONE)
             return verdict(Status.PASSED, f"all {len(results)} cases passed", cases=tuple(results),
                            timings=timings)
@@ -409,8 +415,8 @@ class Evaluator:
                                   f"input argument {key!r} was modified; it must stay intact")
         return CaseResult(name, True, p.hidden[i])
 
-    async def _time(self, worker: Worker, p: _Prepared, nonce: str,
-                    recv: Callable[[float], Any], deadline: float) -> tuple[CaseTiming, ...]:
+    async def _time(self, worker: Worker, p: _Prepared, nonce: str, recv: Callable[[float], Any],
+                    deadline: float) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]]]:
         bench = list(p.spec.benchmark_cases())
         seeds = [secrets.randbits(48) for _ in bench]
         await worker.send({"type": "time", "nonce": nonce, "cases": list(range(len(bench))),
@@ -418,6 +424,7 @@ class Evaluator:
                            "l2_bytes": 0})
         timing_deadline = self._stage_deadline(self.budgets.timing_s, deadline)
         out: list[CaseTiming] = []
+        rechecks: list[tuple[Any, int, Any]] = []  # (case, seed, outputs after timing)
         for _ in bench:
             msg = await recv(timing_deadline)
             if msg.get("type") == "timing_error":
@@ -425,6 +432,7 @@ class Evaluator:
             if msg.get("type") != "timing":
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
             case = bench[int(msg["index"])]
+            rechecks.append((case, seeds[int(msg["index"])], msg.get("recheck_outputs")))
             med = float(msg["median_us"])
             base = float(msg["baseline_median_us"])
             out.append(CaseTiming(
@@ -433,11 +441,26 @@ class Evaluator:
                 samples=int(msg["samples"]), baseline_median_us=base,
                 speedup=base / med if med > 0 else None,
                 sol_percent=self._sol_percent(p.spec, case, med),
-                launch_bound=med < LAUNCH_BOUND_US))
+                launch_bound=med < LAUNCH_BOUND_US,
+                throttled_discarded=int(msg.get("throttled_discarded", 0))))
         msg = await recv(timing_deadline)
         if msg.get("type") != "done":
             raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
-        return tuple(out)
+        return tuple(out), rechecks
+
+    def _recheck(self, spec: OperatorSpec, rechecks: list[tuple[Any, int, Any]]) -> str | None:
+        """Compare what the candidate produced after timing with a fresh reference."""
+        for case, seed, outputs in rechecks:
+            call = spec.make_call(case, torch.Generator().manual_seed(seed))
+            expected = spec.reference(call)
+            if not isinstance(outputs, list) or len(outputs) != len(expected):
+                return f"{case.name}: no outputs came back from the call after timing"
+            for o, got, exp in zip(call.outputs, outputs, expected, strict=True):
+                m = compare(got, exp, spec.tolerance(case, exp.dtype))
+                if m is not None:
+                    return (f"{case.name}: after timing, {o.describe()} differs from the "
+                            f"reference: {m.summary}")[:1500]
+        return None
 
     def _sol_percent(self, spec: OperatorSpec, case: Any, median_us: float) -> float | None:
         bw = self.system.peak_bandwidth_gbps

@@ -10,13 +10,14 @@ statistics. Only meaningful on a real device; the agent never asks the ``cpu`` p
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from operators.invoke import invoke, prepare
+from operators.invoke import collect, invoke, prepare
 from operators.spec import Call, Case, OperatorSpec
 
 MIN_SAMPLES = 10
@@ -49,11 +50,101 @@ def _rse(samples: list[float]) -> float:
     return math.sqrt(var / n) / mean if mean > 0 else math.inf
 
 
+class Timer(Protocol):
+    """How a platform times one call: device-wide synchronisation around the work."""
+
+    def l2_bytes(self) -> int: ...
+
+    def sync(self) -> None: ...
+
+    def time_us(self, fn: Callable[[], Any]) -> float: ...
+
+    def throttled(self) -> bool:
+        """True when the device is being slowed by heat or power right now."""
+        ...
+
+
+class CudaTimer:
+    """CUDA events around the call, with a device-wide synchronize after it (work queued on
+    side streams is waited for), and NVML throttle reasons where NVML is available."""
+
+    # HW slowdown, SW thermal, HW thermal, HW power brake (not the ordinary SW power cap).
+    THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        self.end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        self._nvml: Any = None
+        self._handle: Any = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible) if visible.isdigit() else 0)
+            self._nvml = pynvml
+        except Exception:  # noqa: BLE001 - no NVML: no throttle detection
+            self._nvml = None
+
+    def l2_bytes(self) -> int:
+        props = torch.cuda.get_device_properties(self.device)
+        return int(getattr(props, "L2_cache_size", 0)) or (64 << 20)
+
+    def sync(self) -> None:
+        torch.cuda.synchronize()
+
+    def time_us(self, fn: Callable[[], Any]) -> float:
+        self.start.record()
+        fn()
+        self.end.record()
+        torch.cuda.synchronize()
+        return float(self.start.elapsed_time(self.end)) * 1000.0
+
+    def throttled(self) -> bool:
+        if self._nvml is None:
+            return False
+        try:
+            get = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                self._nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            return bool(int(get(self._handle)) & self.THROTTLE_MASK)
+        except Exception:  # noqa: BLE001
+            return False
+
+
+class WallTimer:
+    """Host wall clock, for platforms without device timers. Never reported as performance."""
+
+    def l2_bytes(self) -> int:
+        return 1 << 20
+
+    def sync(self) -> None:
+        pass
+
+    def time_us(self, fn: Callable[[], Any]) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6
+
+    def throttled(self) -> bool:
+        return False
+
+
+def timer_for(device: str) -> Timer:
+    return CudaTimer(device) if torch.device(device).type == "cuda" else WallTimer()
+
+
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
-              budget_s: float, l2_bytes: int) -> dict[str, Any]:
-    """Time ``fn`` and the spec's baseline on ``case``; returns medians and CIs in microseconds."""
+              budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
+    """Time ``fn`` and the spec's baseline on ``case``; medians and CIs in microseconds.
+
+    Afterwards the candidate runs once more on a pristine copy of input set 0 (seed ``seed``);
+    its outputs are returned under ``recheck_outputs`` for the agent to compare with its own
+    reference, so a kernel that is right while checked and wrong while timed is caught.
+    """
+    timer = timer or timer_for(device)
     if l2_bytes <= 0:
-        l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or (64 << 20)
+        l2_bytes = timer.l2_bytes()
     first = spec.make_call(case, torch.Generator().manual_seed(seed))
     set_bytes = max(1, _call_bytes(first))
     n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
@@ -63,44 +154,59 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     base_sets = [prepare(c, device) for c in cpu_sets]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
 
-    def run_cand(c: Call) -> None:
-        invoke(fn, c)
+    def candidate_call(c: Call) -> Callable[[], Any]:
+        return lambda: invoke(fn, c)
 
-    def run_base(c: Call) -> None:
-        spec.baseline(c)
+    def baseline_call(c: Call) -> Callable[[], Any]:
+        return lambda: spec.baseline(c)
 
     # Warm-up: compilation, autotuning and first-call costs stay out of the samples.
     for _ in range(2):
-        run_cand(cand_sets[0])
-        run_base(base_sets[0])
-    torch.cuda.synchronize()
+        candidate_call(cand_sets[0])()
+        baseline_call(base_sets[0])()
+    timer.sync()
 
-    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     cand: list[float] = []
     base: list[float] = []
+    discarded = 0
+    kept_throttled: list[tuple[float, float, float, float]] = []
     deadline = time.perf_counter() + budget_s
     k = 0
     wall0 = time.perf_counter()
     while True:
+        round_: list[float] = []
+        throttled = timer.throttled()
         for which in ("A", "B", "B", "A"):
-            sets, runner, out = ((cand_sets, run_cand, cand) if which == "A"
-                                 else (base_sets, run_base, base))
-            c = sets[k % n_sets]
+            c = (cand_sets if which == "A" else base_sets)[k % n_sets]
             flush.zero_()
-            torch.cuda.synchronize()
-            start.record()
-            runner(c)
-            end.record()
-            torch.cuda.synchronize()
-            out.append(start.elapsed_time(end) * 1000.0)  # ms -> us
+            timer.sync()
+            round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
+        throttled = throttled or timer.throttled()
         k += 1
+        if throttled:
+            discarded += 1
+            kept_throttled.append((round_[0], round_[1], round_[2], round_[3]))
+        else:
+            cand += [round_[0], round_[3]]
+            base += [round_[1], round_[2]]
         enough = len(cand) >= MIN_SAMPLES and _rse(cand) < RSE_TARGET and _rse(base) < RSE_TARGET
-        if enough or len(cand) >= MAX_SAMPLES or time.perf_counter() > deadline:
+        if enough or len(cand) + 2 * discarded >= MAX_SAMPLES or time.perf_counter() > deadline:
             break
+    if len(cand) < MIN_SAMPLES // 2:
+        # The device throttled throughout: keep those rounds rather than report nothing.
+        for a1, b1, b2, a2 in kept_throttled:
+            cand += [a1, a2]
+            base += [b1, b2]
     wall = time.perf_counter() - wall0
+
+    recheck = prepare(cpu_sets[0], device)
+    result = invoke(fn, recheck)
+    timer.sync()
+    outputs = [o.detach() if type(o) is torch.Tensor else None for o in collect(recheck, result)]
+
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
-    return {"l2_bytes": l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi, "samples": len(cand),
-            "baseline_median_us": bm, "baseline_samples": len(base), "wall_s": wall,
-            "input_sets": n_sets}
+    return {"l2_bytes": l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
+            "samples": len(cand), "baseline_median_us": bm, "baseline_samples": len(base),
+            "wall_s": wall, "input_sets": n_sets, "throttled_discarded": discarded,
+            "recheck_outputs": outputs}

@@ -1,0 +1,83 @@
+"""The timing protocol on the CPU (wall-clock timer; never reported as performance there):
+ABBA rounds, throttled rounds discarded and counted, and the re-check after timing that catches
+a kernel that is right while checked but wrong while timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import operators
+from device_agent.evaluation import Evaluator
+from device_agent.platforms.cpu import CpuPlatform, install_interpreter_support
+from device_agent.timing import WallTimer, median_ci, time_case
+from operators.spec import case
+from operators.testing import load_module
+
+ADD = operators.get("aten::add")
+CASE = case("add_Tensor", "float32", (64, 96), other=(64, 96), alpha=1.5)
+
+DRIFTING = ADD.solution + '''
+
+_calls = {"n": 0}
+_honest = add_Tensor
+
+
+def add_Tensor(self, other, *, alpha=1):
+    _calls["n"] += 1
+    out = _honest(self, other, alpha=alpha)
+    if _calls["n"] > 4:  # right during checking and warm-up, wrong once timing is under way
+        out.zero_()
+    return out
+'''
+
+
+class ThrottlingTimer(WallTimer):
+    """Reports throttling on every other query."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def throttled(self) -> bool:
+        self.n += 1
+        return self.n % 4 in (1, 2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter() -> None:
+    install_interpreter_support()
+
+
+def _time(source: str, timer: Any = None) -> dict[str, Any]:
+    module = load_module(source)
+    return time_case(ADD, CASE, module.add_Tensor, seed=99, device="cpu", budget_s=0.3,
+                     timer=timer or WallTimer())
+
+
+def test_honest_candidate_passes_the_recheck() -> None:
+    r = _time(ADD.solution)
+    assert r["samples"] >= 2 and r["baseline_samples"] >= 2 and r["input_sets"] >= 2
+    assert r["median_us"] > 0 and r["ci_low_us"] <= r["median_us"] <= r["ci_high_us"]
+    ev = Evaluator(CpuPlatform(), [], b"k")
+    assert ev._recheck(ADD, [(CASE, 99, r["recheck_outputs"])]) is None
+
+
+def test_drift_after_warm_up_is_caught_by_the_recheck() -> None:
+    r = _time(DRIFTING)
+    ev = Evaluator(CpuPlatform(), [], b"k")
+    msg = ev._recheck(ADD, [(CASE, 99, r["recheck_outputs"])])
+    assert msg is not None and "after timing" in msg
+
+
+def test_throttled_rounds_are_discarded_and_counted() -> None:
+    r = _time(ADD.solution, ThrottlingTimer())
+    assert r["throttled_discarded"] > 0
+    assert r["samples"] >= 2
+
+
+def test_median_ci() -> None:
+    med, lo, hi = median_ci([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert med == 3.0 and lo <= med <= hi
+    med, lo, hi = median_ci(list(map(float, range(1, 101))))
+    assert med == 50.5 and 40 <= lo < med < hi <= 61
