@@ -65,9 +65,12 @@ def next_uid(settings: SandboxSettings) -> int | None:
 
 
 def prepare_workdir(path: Path, uid: int | None) -> None:
-    """Make the worker's private directory its own (and nobody else's)."""
+    """Make the worker's private directory, and the Triton cache inside it, its own."""
+    cache = path / ".triton"
+    cache.mkdir(exist_ok=True)
     if uid is not None:
         os.chown(path, uid, uid)
+        os.chown(cache, uid, uid)
     os.chmod(path, 0o700)
 
 

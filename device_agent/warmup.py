@@ -32,13 +32,19 @@ def _warm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyp
     tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0 + 1.0, mask=m)
 
 
-def warm(device: str) -> None:
+def warm_imports() -> None:
+    """Before privileges drop: import what the harness and honest candidates use."""
     for name in MODULES:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     # The checking stage switches deterministic mode on and off; its first use imports a lot.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.use_deterministic_algorithms(False)
+
+
+def warm_kernel(device: str) -> None:
+    """After privileges drop: compile and run one kernel exactly as a candidate would (same
+    uid, same private Triton cache), so a sandbox that cannot compile fails at start, loudly."""
     x = torch.arange(64, dtype=torch.float32, device=device)
     y = torch.empty_like(x)
     _warm_kernel[(2,)](x, y, 64, BLOCK=32)

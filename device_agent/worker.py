@@ -222,15 +222,21 @@ def serve(ch: Channel, platform_name: str) -> int:
         platform = resolve(platform_name)
         platform.init_worker()
         import operators
-        from device_agent.warmup import warm
+        from device_agent.warmup import warm_imports, warm_kernel
 
         operators.all_specs()
-        warm(platform.torch_device)
+        warm_imports()
         system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
         peaks = _measure_peaks_if_asked(platform, system)
         from device_agent import sandbox
 
         limits = sandbox.apply()
+        try:
+            warm_kernel(platform.torch_device)
+        except Exception as exc:
+            hint = (" (agent option --no-private-uid runs workers as the agent's user)"
+                    if os.environ.get("KGB_SANDBOX_UID") else "")
+            raise RuntimeError(f"warm-up kernel failed inside the sandbox: {exc}{hint}") from exc
         ch.send({"type": "ready", "pid": os.getpid(), "system": system,
                  "sandbox": asdict(limits), **peaks})
     except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
