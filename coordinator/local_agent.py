@@ -25,8 +25,9 @@ class LocalAgent:
     """A child agent process; use as a context manager (stops it with SIGTERM on exit)."""
 
     def __init__(self, platform: str = "auto", workers: int | None = None,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.platform = platform
+        self.extra_args = extra_args
         self.workers = workers
         self._tmp = Path(tempfile.mkdtemp(prefix="kgb-local-agent-"))
         self.log_path = log_path or self._tmp / "agent.log"
@@ -40,6 +41,7 @@ class LocalAgent:
                "--platform", self.platform, "--port-file", str(self.port_file)]
         if self.workers:
             cmd += ["--workers", str(self.workers)]
+        cmd += list(self.extra_args)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-private-uid", action="store_true",
                    help="when root, do not run each worker as its own uid (disables the "
                         "process-count limit and the private network namespace)")
+    s.add_argument("--disable-layer", action="append", default=[], metavar="LAYER",
+                   help="switch an anti-cheat layer off (to test the others on their own): static")
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 
@@ -57,14 +59,22 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.5 <= args.worker_memory_gb <= 4096:
         print("kgb agent: --worker-memory-gb must be between 0.5 and 4096", file=sys.stderr)
         return 2
+    from device_agent.evaluation import LAYERS
     from device_agent.sandbox import SandboxSettings
+
+    unknown = sorted(set(args.disable_layer) - set(LAYERS))
+    if unknown:
+        print(f"kgb agent: unknown layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}",
+              file=sys.stderr)
+        return 2
 
     limits = SandboxSettings(drop_user=not args.no_private_uid,
                              private_network=not args.no_private_uid,
                              memory_bytes=int(args.worker_memory_gb * (1 << 30)))
     settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
                              workers_per_device=args.workers, max_queue=args.max_queue,
-                             port_file=args.port_file, work_root=args.work_dir, sandbox=limits)
+                             port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
+                             layers=frozenset(LAYERS) - set(args.disable_layer))
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 import operators
+from device_agent import static_policy
 from device_agent.codec import CodecError
 from device_agent.platforms import Platform
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
@@ -50,6 +51,8 @@ from protos.records import (
 log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
+# Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
+LAYERS = ("static",)
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
 LAUNCH_BOUND_US = 10.0
@@ -135,7 +138,9 @@ class Evaluator:
     """Runs the pipeline for one agent: its platform, its device pools, its secret."""
 
     def __init__(self, platform: Platform, pools: list[WorkerPool], secret: bytes,
-                 budgets: StageBudgets | None = None) -> None:
+                 budgets: StageBudgets | None = None,
+                 layers: frozenset[str] = frozenset(LAYERS)) -> None:
+        self.layers = layers
         self.platform = platform
         self.pools = pools
         self.secret = secret
@@ -184,7 +189,7 @@ class Evaluator:
                        wall_seconds=time.monotonic() - t0, **kw)
 
     def _static(self, spec: OperatorSpec, source: bytes) -> tuple[str | None, str]:
-        """(decoded source or None, error message)."""
+        """(decoded source or None, error message). Policy violations are not handled here."""
         try:
             text = source.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -235,6 +240,14 @@ class Evaluator:
         text, err = self._static(spec, req.source)
         if text is None:
             return self._verdict(spec, chash, req, Status.COMPILE_ERROR, err, t0)
+        if "static" in self.layers:
+            violations = static_policy.check(text, spec.kind)
+            if violations:
+                more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+                return self._verdict(
+                    spec, chash, req, Status.REJECTED,
+                    f"static policy: {violations[0].describe()}{more}", t0,
+                    findings=tuple(Finding("static", v.rule, v.describe()) for v in violations[:20]))
         prepared = await asyncio.to_thread(self._prepare, spec, chash, text)
 
         report(Stage.QUEUED)

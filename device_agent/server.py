@@ -29,7 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import operators
-from device_agent.evaluation import HARNESS_VERSION, Evaluator, InvalidRequest, StageBudgets
+from device_agent.evaluation import HARNESS_VERSION, LAYERS, Evaluator, InvalidRequest, StageBudgets
 from device_agent.platforms import Platform, resolve
 from device_agent.sandbox import SandboxSettings
 from device_agent.workers import WorkerPool
@@ -55,6 +55,7 @@ class AgentSettings:
     work_root: Path | None = None
     budgets: StageBudgets = StageBudgets()
     sandbox: SandboxSettings = SandboxSettings()
+    layers: frozenset[str] = frozenset(LAYERS)
 
 
 class QueueFull(Exception):
@@ -288,7 +289,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
                         peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None)
              for i in range(platform.device_count())]
-    evaluator = Evaluator(platform, pools, load_secret(), settings.budgets)
+    evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
     service = DeviceAgentService(evaluator, pools, settings, agent_id)
 
@@ -309,7 +310,8 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     if ready is not None:
         ready(port)
     print(f"kgb agent {agent_id} listening on {settings.host}:{port} "
-          f"(platform {platform.name}, {len(pools)} device(s) x {size} workers)",
+          f"(platform {platform.name}, {len(pools)} device(s) x {size} workers, "
+          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'})",
           file=sys.stderr, flush=True)
 
     stop = asyncio.Event()

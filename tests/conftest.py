@@ -61,11 +61,15 @@ def agent_secret_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 @pytest.fixture(scope="session")
 def cpu_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real agent process on loopback (cpu platform) shared by the session: its address."""
+    """One real agent process on loopback (cpu platform) shared by the session: its address.
+
+    Its static policy layer is off, so fault tests reach the runtime they exercise; the static
+    layer is proven on its own in tests/device_agent/test_static_policy.py."""
     from coordinator.local_agent import LocalAgent
 
     agent = LocalAgent(platform="cpu", workers=2,
-                       log_path=tmp_path_factory.mktemp("agent") / "agent.log")
+                       log_path=tmp_path_factory.mktemp("agent") / "agent.log",
+                       extra_args=("--disable-layer", "static"))
     address = agent.start()
     try:
         asyncio.run(agent.wait_serving(timeout=180))

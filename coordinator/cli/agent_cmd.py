@@ -29,9 +29,11 @@ def agent() -> None:
               help="evaluations admitted at once; beyond it RESOURCE_EXHAUSTED")
 @click.option("--port-file", type=click.Path(dir_okay=False), default=None,
               help="write the bound port to this file once listening")
+@click.option("--disable-layer", "disabled", multiple=True, metavar="LAYER",
+              help="switch an anti-cheat layer off (to test the others on their own)")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
-          port_file: str | None, verbose: bool) -> None:
+          port_file: str | None, disabled: tuple[str, ...], verbose: bool) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -39,6 +41,8 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv += ["--workers", str(workers)]
     if port_file:
         argv += ["--port-file", port_file]
+    for layer in disabled:
+        argv += ["--disable-layer", layer]
     if verbose:
         argv.append("--verbose")
     env = dict(os.environ)

@@ -124,7 +124,7 @@ def tiny_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory)
     port_file = tmp_path_factory.mktemp("tiny") / "port"
     proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
                              "--platform", "cpu", "--workers", "1", "--max-queue", "1",
-                             "--port-file", str(port_file)],
+                             "--disable-layer", "static", "--port-file", str(port_file)],
                             env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -175,7 +175,8 @@ def test_agent_secret_is_invisible_to_candidates(tmp_path: Path) -> None:
     port_file = tmp_path / "port"
     env = {**os.environ, "PYTHONPATH": str(repo), "KGB_AGENT_SECRET": "feedfacecafebeef"}
     proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
-                             "--platform", "cpu", "--workers", "1", "--port-file", str(port_file)],
+                             "--platform", "cpu", "--workers", "1", "--disable-layer", "static",
+                             "--port-file", str(port_file)],
                             env=env, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         for _ in range(600):
