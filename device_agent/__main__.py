@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="when root, do not run each worker as its own uid (disables the "
                         "process-count limit and the private network namespace)")
     s.add_argument("--disable-layer", action="append", default=[], metavar="LAYER",
-                   help="switch an anti-cheat layer off (to test the others on their own): static")
+                   help="switch an anti-cheat layer off (to test the others on their own): "
+                        "static, runtime")
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 

@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
-LAYERS = ("static",)
+LAYERS = ("static", "runtime")
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
 LAUNCH_BOUND_US = 10.0
@@ -310,7 +310,7 @@ class Evaluator:
             report(Stage.LOAD)
             await worker.send({"type": "job", "nonce": nonce, "operator_id": spec.id,
                                "path": str(path), "module_name": module_name,
-                               "n_calls": len(p.calls)})
+                               "n_calls": len(p.calls), "layers": sorted(self.layers)})
             msg = await recv(self._stage_deadline(self.budgets.load_s, deadline))
             if msg.get("type") == "load_error":
                 what = {"syntax": "does not parse", "import": "fails to import",
@@ -349,6 +349,16 @@ class Evaluator:
                                    cases=tuple(results), log=_tail(str(msg.get("traceback", ""))))
                 if kind != "case" or msg.get("index") != i:
                     return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
+                ops = msg.get("guard") or []
+                if ops and "runtime" in self.layers:
+                    await _quiet_send(worker, {"type": "stop", "nonce": nonce})
+                    listed = ", ".join(str(o) for o in ops[:8])
+                    evidence = f"case {p.names[i]}: {listed} ran outside Triton kernels"
+                    return verdict(Status.CHEAT_DETECTED,
+                                   f"runtime guard: the entry point computed with torch ({listed}); "
+                                   "compute the answer in your own Triton kernels",
+                                   cases=tuple(results),
+                                   findings=(Finding("runtime", "dispatch-guard", evidence),))
                 results.append(self._check_case(p, i, msg))
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))

@@ -121,6 +121,9 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     # output the kernel never wrote cannot pass by inheriting a stale correct answer.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    from device_agent.dispatch_guard import DispatchGuard
+
+    guard_on = "runtime" in job.get("layers", [])
     for i in range(int(job["n_calls"])):
         msg = ch.recv()  # one case per frame keeps frames bounded by the largest case
         if msg.get("type") != "call" or msg.get("index") != i:
@@ -139,10 +142,12 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             pass  # no introspectable signature (e.g. a builtin): the call itself will tell
         dev_call = prepare(call, device)
         synchronize(device)
+        guard = DispatchGuard(spec.kind) if guard_on else None
         t0 = time.perf_counter()
         try:
-            result = invoke(fn, dev_call)
-            synchronize(device)
+            with guard if guard is not None else contextlib.nullcontext():
+                result = invoke(fn, dev_call)
+                synchronize(device)
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
             ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),
                      "platform_limit": bool(platform.is_platform_limit(exc)),
@@ -152,7 +157,8 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         outs = [_output(o) for o in collect(dev_call, result)]
         post = {str(k): v.detach() for k, v in dev_call.tensor_args()}
         ch.send({"type": "case", "index": i, "outputs": outs, "post_inputs": post,
-                 "seconds": elapsed})
+                 "seconds": elapsed,
+                 "guard": sorted(guard.violations) if guard is not None else []})
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------
@@ -226,6 +232,9 @@ def serve(ch: Channel, platform_name: str) -> int:
 
         operators.all_specs()
         warm_imports()
+        from device_agent.dispatch_guard import install_triton_suspension
+
+        install_triton_suspension()  # before any candidate exists
         system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
         peaks = _measure_peaks_if_asked(platform, system)
         from device_agent import sandbox

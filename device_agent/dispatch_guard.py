@@ -1,0 +1,95 @@
+"""The runtime dispatch guard: which ATen operators the candidate's own code runs.
+
+A ``TorchDispatchMode`` active around each call of an entry point records every ATen operator
+that reaches the dispatcher, whatever Python spelled it (``a + b``, ``x.sum()``, a function
+found through ``getattr``, a C extension calling back into torch …). Triton launches are
+excluded: the interpreter and the autotuner use torch themselves, so while a Triton kernel or
+autotuner runs the guard is suspended (its entry points are wrapped once per worker, before any
+candidate is imported). An operator outside the problem kind's allow-list is evidence of
+computing the answer with torch: ``CHEAT_DETECTED``, layer ``runtime``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from operators.spec import Kind
+
+# Allocation, views, metadata and plain data movement: what any kind's wrappers may do.
+_COMMON = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+    "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
+    "fill_", "zero_", "expand", "view", "_unsafe_view", "as_strided", "permute", "transpose", "t",
+    "unsqueeze", "squeeze", "slice", "select", "narrow", "detach", "alias", "lift_fresh",
+    "lift_fresh_copy", "split", "unbind", "clone", "copy_", "_to_copy", "_reshape_alias",
+    "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg", "_conj", "_neg_view",
+    "set_", "is_same_size", "_has_compatible_shallow_copy_type",
+})
+_BY_KIND: dict[Kind, frozenset[str]] = {
+    Kind.SCALAR: frozenset({"_local_scalar_dense"}),
+}
+_DENIED_BY_KIND: dict[Kind, frozenset[str]] = {
+    Kind.ALLOC: frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+                           "new_zeros", "new_ones", "new_full"}),
+}
+
+_state = threading.local()
+_installed = False
+
+
+def allowed_ops(kind: Kind) -> frozenset[str]:
+    return frozenset((_COMMON | _BY_KIND.get(kind, frozenset())) - _DENIED_BY_KIND.get(kind, frozenset()))
+
+
+def _suspending(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _state.depth = getattr(_state, "depth", 0) + 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _state.depth -= 1
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install_triton_suspension() -> None:
+    """Wrap Triton's launch entry points so the guard ignores what they do (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import autotuner, jit
+
+    targets: list[tuple[Any, str]] = [(jit.JITFunction, "run"), (autotuner.Autotuner, "run"),
+                                      (autotuner.Heuristics, "run")]
+    try:
+        from triton.runtime import interpreter
+
+        targets += [(interpreter.GridExecutor, "__call__"), (interpreter.InterpretedFunction, "run")]
+    except ImportError:
+        pass
+    for cls, name in targets:
+        if hasattr(cls, name):
+            setattr(cls, name, _suspending(getattr(cls, name)))
+    _installed = True
+
+
+class DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records ATen operators outside the kind's allow-list (it never raises: the call goes on,
+    and the agent turns the record into a finding)."""
+
+    def __init__(self, kind: Kind) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.allowed = allowed_ops(kind)
+        self.violations: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(_state, "depth", 0) == 0:
+            name = func.overloadpacket.__name__
+            if name not in self.allowed:
+                self.violations.add(str(func))
+        return func(*args, **(kwargs or {}))

@@ -1,0 +1,65 @@
+"""The runtime dispatch guard on its own: torch compute in any syntax is caught during the
+candidate's own code; Triton launches (interpreter, autotuner) are not counted; honest code
+passes. The shared test agent runs with the static layer off, so a catch here is the runtime's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import operators
+from device_agent.dispatch_guard import DispatchGuard, allowed_ops, install_triton_suspension
+from device_agent.platforms.cpu import install_interpreter_support
+from operators.invoke import invoke, prepare
+from operators.spec import Kind, Tier
+from operators.testing import load_module
+from protos.records import Status
+from tests.device_agent.test_agent import evaluate, fixture
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _patched() -> None:
+    install_interpreter_support()
+    install_triton_suspension()
+
+
+def _ops(spec: operators.OperatorSpec, source: str) -> set[str]:
+    module = load_module(source)
+    seen: set[str] = set()
+    for i, c in enumerate(spec.public_cases(Tier.CPU)):
+        call = prepare(spec.make_call(c, torch.Generator().manual_seed(i)), "cpu")
+        guard = DispatchGuard(spec.kind)
+        with guard:
+            invoke(getattr(module, c.entry), call)
+        seen |= guard.violations
+    return seen
+
+
+@pytest.mark.parametrize("spec", operators.all_specs(), ids=lambda s: s.id)
+def test_reference_solutions_run_no_forbidden_op(spec: operators.OperatorSpec) -> None:
+    assert _ops(spec, spec.solution) == set()
+
+
+@pytest.mark.parametrize("name, op", [("add_autotuned.py", "aten::add"),
+                                      ("softmax_libdevice.py", "aten::softmax")])
+def test_honest_fixtures_run_no_forbidden_op(name: str, op: str) -> None:
+    assert _ops(operators.get(op), fixture(name).decode()) == set()
+
+
+def test_disguised_torch_arithmetic_is_seen() -> None:
+    seen = _ops(operators.get("aten::add"), fixture("add_torch_operators.py").decode())
+    assert any("aten.add" in s for s in seen) and any("aten.mul" in s for s in seen)
+
+
+def test_kind_allow_lists() -> None:
+    assert "_local_scalar_dense" in allowed_ops(Kind.SCALAR)
+    assert "_local_scalar_dense" not in allowed_ops(Kind.COMPUTE)
+    assert "zeros" in allowed_ops(Kind.COMPUTE) and "zeros" not in allowed_ops(Kind.ALLOC)
+
+
+@pytest.mark.parametrize("name", ["add_torch_operators.py", "add_torch_add.py"])
+def test_agent_flags_torch_compute_as_cheat(cpu_agent: str, name: str) -> None:
+    v = evaluate(cpu_agent, fixture(name))
+    assert v.status is Status.CHEAT_DETECTED, v.message
+    assert v.findings and v.findings[0].layer == "runtime"
+    assert v.findings[0].rule == "dispatch-guard" and "aten.add" in v.findings[0].evidence
