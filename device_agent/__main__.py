@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
                         "process-count limit and the private network namespace)")
     s.add_argument("--disable-layer", action="append", default=[], metavar="LAYER",
                    help="switch an anti-cheat layer off (to test the others on their own): "
-                        "static, runtime")
+                        "static, runtime, launches")
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 

@@ -11,12 +11,11 @@ computing the answer with torch: ``CHEAT_DETECTED``, layer ``runtime``.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from device_agent import triton_hooks
 from operators.spec import Kind
 
 # Allocation, views, metadata and plain data movement: what any kind's wrappers may do.
@@ -37,45 +36,13 @@ _DENIED_BY_KIND: dict[Kind, frozenset[str]] = {
                            "new_zeros", "new_ones", "new_full"}),
 }
 
-_state = threading.local()
-_installed = False
-
-
 def allowed_ops(kind: Kind) -> frozenset[str]:
     return frozenset((_COMMON | _BY_KIND.get(kind, frozenset())) - _DENIED_BY_KIND.get(kind, frozenset()))
 
 
-def _suspending(original: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _state.depth = getattr(_state, "depth", 0) + 1
-        try:
-            return original(*args, **kwargs)
-        finally:
-            _state.depth -= 1
-
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    return wrapper
-
-
 def install_triton_suspension() -> None:
-    """Wrap Triton's launch entry points so the guard ignores what they do (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    from triton.runtime import autotuner, jit
-
-    targets: list[tuple[Any, str]] = [(jit.JITFunction, "run"), (autotuner.Autotuner, "run"),
-                                      (autotuner.Heuristics, "run")]
-    try:
-        from triton.runtime import interpreter
-
-        targets += [(interpreter.GridExecutor, "__call__"), (interpreter.InterpretedFunction, "run")]
-    except ImportError:
-        pass
-    for cls, name in targets:
-        if hasattr(cls, name):
-            setattr(cls, name, _suspending(getattr(cls, name)))
-    _installed = True
+    """Make the guard ignore what Triton's launches do (see ``triton_hooks``)."""
+    triton_hooks.install()
 
 
 class DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -88,7 +55,7 @@ class DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.violations: set[str] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if getattr(_state, "depth", 0) == 0:
+        if triton_hooks.depth() == 0:
             name = func.overloadpacket.__name__
             if name not in self.allowed:
                 self.violations.add(str(func))

@@ -35,7 +35,7 @@ from device_agent.codec import CodecError
 from device_agent.platforms import Platform
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
 from operators.checking import compare, same_bits
-from operators.spec import Call, Expected, OperatorSpec, Tier
+from operators.spec import Call, Expected, Kind, OperatorSpec, Tier
 from protos.records import (
     CaseResult,
     CaseTiming,
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
-LAYERS = ("static", "runtime")
+LAYERS = ("static", "runtime", "launches")
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
 LAUNCH_BOUND_US = 10.0
@@ -345,20 +345,22 @@ class Evaluator:
                                               mismatch=str(msg.get("message", ""))[:1000]))
                     what = ("wrong signature" if msg.get("signature") else
                             "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised")
-                    return verdict(status, f"case {name}: {what}: {msg.get('message', '')}"[:1500],
-                                   cases=tuple(results), log=_tail(str(msg.get("traceback", ""))))
+                    crash = f"case {name}: {what}: {msg.get('message', '')}"
+                    earlier = [r for r in results[:-1] if not r.passed]
+                    if earlier:  # the first failure decides the status; the crash is recorded
+                        status = Status.WRONG_ANSWER
+                        crash = (f"{len(earlier)} case(s) wrong before a crash; first "
+                                 f"{earlier[0].name}: {earlier[0].mismatch}; then {crash}")
+                    return verdict(status, crash[:1500], cases=tuple(results),
+                                   log=_tail(str(msg.get("traceback", ""))))
                 if kind != "case" or msg.get("index") != i:
                     return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
-                ops = msg.get("guard") or []
-                if ops and "runtime" in self.layers:
+                findings = self._runtime_findings(p, i, msg)
+                if findings:
                     await _quiet_send(worker, {"type": "stop", "nonce": nonce})
-                    listed = ", ".join(str(o) for o in ops[:8])
-                    evidence = f"case {p.names[i]}: {listed} ran outside Triton kernels"
                     return verdict(Status.CHEAT_DETECTED,
-                                   f"runtime guard: the entry point computed with torch ({listed}); "
-                                   "compute the answer in your own Triton kernels",
-                                   cases=tuple(results),
-                                   findings=(Finding("runtime", "dispatch-guard", evidence),))
+                                   " ; ".join(f.evidence for f in findings)[:1500],
+                                   cases=tuple(results), findings=findings)
                 results.append(self._check_case(p, i, msg))
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
@@ -411,6 +413,24 @@ class Evaluator:
         except _TimingFailed as exc:
             return verdict(Status.RUNTIME_ERROR, f"timing failed: {exc.message}",
                            cases=tuple(results), log=_tail(exc.traceback))
+
+    def _runtime_findings(self, p: _Prepared, i: int, msg: dict[str, Any]) -> tuple[Finding, ...]:
+        """What the worker's runtime layers saw during case ``i`` (empty when nothing)."""
+        found: list[Finding] = []
+        ops = [str(o) for o in (msg.get("guard") or [])]
+        if ops and "runtime" in self.layers:
+            listed = ", ".join(ops[:8])
+            found.append(Finding(
+                "runtime", "dispatch-guard",
+                f"case {p.names[i]}: the entry point computed with torch ({listed}) outside "
+                "Triton kernels; compute the answer in your own Triton kernels"))
+        if ("launches" in self.layers and p.spec.kind is Kind.COMPUTE
+                and int(msg.get("own_launches", 0)) == 0 and _has_elements(msg.get("outputs"))):
+            found.append(Finding(
+                "launches", "no-own-kernel",
+                f"case {p.names[i]}: produced outputs without launching any @triton.jit kernel "
+                "defined in the candidate; the answer must come from its own Triton kernels"))
+        return tuple(found)
 
     def _check_case(self, p: _Prepared, i: int, msg: dict[str, Any]) -> CaseResult:
         call, expected, name = p.calls[i], p.expected[i], p.names[i]
@@ -513,6 +533,13 @@ async def _quiet_send(worker: Worker, msg: dict[str, Any]) -> None:
         await worker.send(msg)
     except (ConnectionError, OSError):
         pass
+
+
+def _has_elements(outputs: Any) -> bool:
+    """Whether any returned output tensor has elements (empty outputs need no kernel)."""
+    if not isinstance(outputs, list):
+        return False
+    return any(isinstance(o, torch.Tensor) and o.numel() > 0 for o in outputs)
 
 
 def _describe_exit(code: int | None) -> str:

@@ -121,6 +121,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     # output the kernel never wrote cannot pass by inheriting a stale correct answer.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    from device_agent import triton_hooks
     from device_agent.dispatch_guard import DispatchGuard
 
     guard_on = "runtime" in job.get("layers", [])
@@ -145,9 +146,11 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         guard = DispatchGuard(spec.kind) if guard_on else None
         t0 = time.perf_counter()
         try:
+            triton_hooks.start_recording()
             with guard if guard is not None else contextlib.nullcontext():
                 result = invoke(fn, dev_call)
                 synchronize(device)
+            own_launches = sum(1 for m in triton_hooks.launches() if m == module.__name__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
             ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),
                      "platform_limit": bool(platform.is_platform_limit(exc)),
@@ -157,7 +160,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         outs = [_output(o) for o in collect(dev_call, result)]
         post = {str(k): v.detach() for k, v in dev_call.tensor_args()}
         ch.send({"type": "case", "index": i, "outputs": outs, "post_inputs": post,
-                 "seconds": elapsed,
+                 "seconds": elapsed, "own_launches": own_launches,
                  "guard": sorted(guard.violations) if guard is not None else []})
     torch.use_deterministic_algorithms(False)
 

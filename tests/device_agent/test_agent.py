@@ -183,3 +183,11 @@ def test_reflection_lists_the_services(cpu_agent: str) -> None:
 
     names = asyncio.run(go())
     assert {"kgb.agent.v1.DeviceAgent", "grpc.health.v1.Health"} <= names
+
+
+def test_first_failure_decides_when_a_wrong_case_precedes_a_crash(cpu_agent: str) -> None:
+    source = ADD.negatives[0].source + (
+        "\n\ndef add_Scalar(self, other, alpha=1):\n    raise ValueError('boom')\n")
+    v = evaluate(cpu_agent, source)
+    assert v.status is Status.WRONG_ANSWER, v.message
+    assert "before a crash" in v.message and "boom" in v.message

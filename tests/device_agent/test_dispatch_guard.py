@@ -61,5 +61,7 @@ def test_kind_allow_lists() -> None:
 def test_agent_flags_torch_compute_as_cheat(cpu_agent: str, name: str) -> None:
     v = evaluate(cpu_agent, fixture(name))
     assert v.status is Status.CHEAT_DETECTED, v.message
-    assert v.findings and v.findings[0].layer == "runtime"
-    assert v.findings[0].rule == "dispatch-guard" and "aten.add" in v.findings[0].evidence
+    guard = [f for f in v.findings if f.layer == "runtime"]
+    assert guard and guard[0].rule == "dispatch-guard" and "aten.add" in guard[0].evidence
+    if name == "add_torch_operators.py":  # it launches a token kernel: only the guard fires
+        assert [f.layer for f in v.findings] == ["runtime"]

@@ -1,0 +1,72 @@
+"""Hooks on Triton's launch entry points, installed in each worker before any candidate exists.
+
+Two things need to know when a Triton kernel is being launched: the dispatch guard (the
+interpreter and the autotuner use torch internally, which is not the candidate computing with
+torch) and launch accounting (a ``compute`` problem's candidate must run its own kernels).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_state = threading.local()
+_installed = False
+
+
+def depth() -> int:
+    """How many Triton launches are active on this thread (0: candidate Python code)."""
+    return int(getattr(_state, "depth", 0))
+
+
+def start_recording() -> None:
+    _state.launches = []
+
+
+def launches() -> list[str]:
+    """Modules of the kernels launched at top level since ``start_recording``."""
+    return list(getattr(_state, "launches", []))
+
+
+def _kernel_module(obj: Any) -> str:
+    seen = 0
+    while hasattr(obj, "fn") and seen < 8:  # Autotuner -> JITFunction -> python function
+        obj = obj.fn
+        seen += 1
+    return str(getattr(obj, "__module__", "") or "")
+
+
+def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if depth() == 0 and hasattr(_state, "launches"):
+            _state.launches.append(_kernel_module(self))
+        _state.depth = depth() + 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _state.depth -= 1
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def install() -> None:
+    """Wrap Triton's launch entry points (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import autotuner, jit
+
+    targets: list[tuple[Any, str]] = [(jit.JITFunction, "run"), (autotuner.Autotuner, "run"),
+                                      (autotuner.Heuristics, "run")]
+    try:
+        from triton.runtime import interpreter
+
+        targets += [(interpreter.GridExecutor, "__call__"), (interpreter.InterpretedFunction, "run")]
+    except ImportError:
+        pass
+    for cls, name in targets:
+        if hasattr(cls, name):
+            setattr(cls, name, _hooked(getattr(cls, name)))
+    _installed = True

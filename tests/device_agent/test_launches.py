@@ -1,0 +1,69 @@
+"""Launch accounting on its own: a compute problem's answer must come from the candidate's own
+Triton kernels. A decoy kernel that is never launched is caught with the static and runtime
+layers switched off; honest candidates (autotuned ones included) launch their kernels."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import operators
+from coordinator.local_agent import LocalAgent
+from device_agent import triton_hooks
+from device_agent.platforms.cpu import install_interpreter_support
+from operators.invoke import invoke, prepare
+from operators.spec import Tier
+from operators.testing import load_module
+from protos.records import Status
+from tests.device_agent.test_agent import evaluate, fixture
+
+
+def _own_launches(spec: operators.OperatorSpec, source: str) -> list[int]:
+    install_interpreter_support()
+    triton_hooks.install()
+    module = load_module(source)
+    counts = []
+    for i, c in enumerate(spec.public_cases(Tier.CPU)[:4]):
+        call = prepare(spec.make_call(c, torch.Generator().manual_seed(i)), "cpu")
+        triton_hooks.start_recording()
+        invoke(getattr(module, c.entry), call)
+        counts.append(sum(1 for m in triton_hooks.launches() if m == module.__name__))
+    return counts
+
+
+@pytest.mark.parametrize("spec", operators.all_specs(), ids=lambda s: s.id)
+def test_references_launch_their_own_kernels(spec: operators.OperatorSpec) -> None:
+    assert all(n >= 1 for n in _own_launches(spec, spec.solution))
+
+
+def test_autotuned_launch_counts_once_per_call() -> None:
+    counts = _own_launches(operators.get("aten::add"), fixture("add_autotuned.py").decode())
+    assert counts and all(n == 1 for n in counts)
+
+
+def test_decoy_kernel_launches_nothing() -> None:
+    assert _own_launches(operators.get("aten::add"), fixture("add_decoy_kernel.py").decode()) \
+        == [0, 0, 0, 0]
+
+
+@pytest.fixture(scope="module")
+def launches_only_agent(agent_secret_env: None) -> Iterator[str]:
+    agent = LocalAgent(platform="cpu", workers=1,
+                       extra_args=("--disable-layer", "static", "--disable-layer", "runtime"))
+    address = agent.start()
+    try:
+        asyncio.run(agent.wait_serving(180))
+        yield address
+    finally:
+        agent.stop()
+
+
+def test_agent_catches_decoy_with_only_launch_accounting(launches_only_agent: str) -> None:
+    v = evaluate(launches_only_agent, fixture("add_decoy_kernel.py"))
+    assert v.status is Status.CHEAT_DETECTED, v.message
+    assert v.findings[0].layer == "launches" and v.findings[0].rule == "no-own-kernel"
+    ok = evaluate(launches_only_agent, operators.get("aten::add").solution)
+    assert ok.status is Status.PASSED
