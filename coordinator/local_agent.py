@@ -25,9 +25,11 @@ class LocalAgent:
     """A child agent process; use as a context manager (stops it with SIGTERM on exit)."""
 
     def __init__(self, platform: str = "auto", workers: int | None = None,
-                 log_path: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
+                 log_path: Path | None = None, extra_args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.platform = platform
         self.extra_args = extra_args
+        self.extra_env = dict(env or {})
         self.workers = workers
         self._tmp = Path(tempfile.mkdtemp(prefix="kgb-local-agent-"))
         self.log_path = log_path or self._tmp / "agent.log"
@@ -43,6 +45,7 @@ class LocalAgent:
             cmd += ["--workers", str(self.workers)]
         cmd += list(self.extra_args)
         env = dict(os.environ)
+        env.update(self.extra_env)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as logf:

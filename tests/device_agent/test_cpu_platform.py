@@ -16,6 +16,7 @@ import operators
 from device_agent.platforms.cpu import cpu_bench, install_interpreter_support, is_interpreter_limit
 from protos.records import Status
 from tests.device_agent.test_agent import evaluate, fixture
+from tests.helpers import softmax_with_libdevice
 
 
 def test_autotune_with_several_configs_passes(cpu_agent: str) -> None:
@@ -24,7 +25,7 @@ def test_autotune_with_several_configs_passes(cpu_agent: str) -> None:
 
 
 def test_libdevice_calls_pass(cpu_agent: str) -> None:
-    v = evaluate(cpu_agent, fixture("softmax_libdevice.py"), op="aten::softmax")
+    v = evaluate(cpu_agent, softmax_with_libdevice(), op="aten::softmax")
     assert v.status is Status.PASSED, (v.message, v.log[-1500:])
 
 
@@ -74,6 +75,6 @@ def test_cpu_bench_and_limit_classification() -> None:
         assert not is_interpreter_limit(exc)
 
 
-@pytest.mark.parametrize("name", ["add_autotuned.py", "softmax_libdevice.py", "add_inline_asm.py"])
+@pytest.mark.parametrize("name", ["add_autotuned.py", "add_inline_asm.py"])
 def test_fixtures_exist(name: str) -> None:
     assert fixture(name)

@@ -17,6 +17,7 @@ import operators
 from protos.client import AgentBusy, AgentClient
 from protos.records import EvalRequest, Progress, Stage, Status
 from tests.device_agent.test_agent import ADD, evaluate, fixture
+from tests.helpers import running_agent
 
 ROOT = os.geteuid() == 0
 
@@ -115,34 +116,10 @@ def test_cancelled_call_frees_its_worker(cpu_agent: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def tiny_agent(agent_secret_env: None) -> Iterator[str]:
     """One worker and a queue of one: the second concurrent request is turned away."""
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
-    port_file = tmp_path_factory.mktemp("tiny") / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
-                             "--platform", "cpu", "--workers", "1", "--max-queue", "1",
-                             "--disable-layer", "static", "--port-file", str(port_file)],
-                            env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        for _ in range(600):
-            if port_file.exists():
-                break
-            time.sleep(0.05)
-        address = f"127.0.0.1:{port_file.read_text()}"
-
-        async def ready() -> None:
-            async with AgentClient(address) as c:
-                await c.wait_serving(180)
-
-        asyncio.run(ready())
+    with running_agent("--max-queue", "1", "--disable-layer", "static") as address:
         yield address
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_queue_full_is_resource_exhausted_with_retry_hint(tiny_agent: str) -> None:
@@ -167,35 +144,16 @@ def test_spec_is_importable() -> None:
     assert operators.get("aten::add").version >= 1
 
 
-def test_agent_secret_is_invisible_to_candidates(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+def test_agent_secret_is_invisible_to_candidates() -> None:
+    async def go(address: str) -> str:
+        async with AgentClient(address) as c:
+            v = await c.evaluate(EvalRequest(uuid.uuid4().hex, "aten::add",
+                                             fixture("add_secret_probe.py")), timeout=120)
+            return v.message
 
-    repo = Path(__file__).resolve().parents[2]
-    port_file = tmp_path / "port"
-    env = {**os.environ, "PYTHONPATH": str(repo), "KGB_AGENT_SECRET": "feedfacecafebeef"}
-    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
-                             "--platform", "cpu", "--workers", "1", "--disable-layer", "static",
-                             "--port-file", str(port_file)],
-                            env=env, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        for _ in range(600):
-            if port_file.exists():
-                break
-            time.sleep(0.05)
-        address = f"127.0.0.1:{port_file.read_text()}"
-
-        async def go() -> str:
-            async with AgentClient(address) as c:
-                await c.wait_serving(180)
-                v = await c.evaluate(EvalRequest(uuid.uuid4().hex, "aten::add",
-                                                 fixture("add_secret_probe.py")), timeout=120)
-                return v.message
-
-        message = asyncio.run(go())
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with running_agent("--disable-layer", "static",
+                       env={"KGB_AGENT_SECRET": "feedfacecafebeef"}) as address:
+        message = asyncio.run(go(address))
     assert "secret probe:" in message, message
     found = message.split("found=")[1]
     assert "os.environ" not in found and "self" not in found, message

@@ -4,14 +4,12 @@ layers switched off; honest candidates (autotuned ones included) launch their ke
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
 import torch
 
 import operators
-from coordinator.local_agent import LocalAgent
 from device_agent import triton_hooks
 from device_agent.platforms.cpu import install_interpreter_support
 from operators.invoke import invoke, prepare
@@ -19,6 +17,7 @@ from operators.spec import Tier
 from operators.testing import load_module
 from protos.records import Status
 from tests.device_agent.test_agent import evaluate, fixture
+from tests.helpers import running_agent
 
 
 def _own_launches(spec: operators.OperatorSpec, source: str) -> list[int]:
@@ -51,14 +50,8 @@ def test_decoy_kernel_launches_nothing() -> None:
 
 @pytest.fixture(scope="module")
 def launches_only_agent(agent_secret_env: None) -> Iterator[str]:
-    agent = LocalAgent(platform="cpu", workers=1,
-                       extra_args=("--disable-layer", "static", "--disable-layer", "runtime"))
-    address = agent.start()
-    try:
-        asyncio.run(agent.wait_serving(180))
+    with running_agent("--disable-layer", "static", "--disable-layer", "runtime") as address:
         yield address
-    finally:
-        agent.stop()
 
 
 def test_agent_catches_decoy_with_only_launch_accounting(launches_only_agent: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import operators
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status
+from tests.helpers import running_agent
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,27 +87,13 @@ def test_non_loopback_host_warns(tmp_path: Path) -> None:
     assert r.returncode == 2  # argparse: invalid choice
 
 
-def test_health_is_not_serving_until_workers_are_warm(tmp_path: Path, agent_secret_env: None) -> None:
-    port_file = tmp_path / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "device_agent", "serve", "--port", "0",
-                             "--platform", "cpu", "--workers", "1", "--port-file", str(port_file)],
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        for _ in range(600):
-            if port_file.exists():
-                break
-            time.sleep(0.01)
-        address = f"127.0.0.1:{port_file.read_text()}"
+def test_health_is_not_serving_until_workers_are_warm(agent_secret_env: None) -> None:
+    async def go(address: str) -> tuple[str, str]:
+        async with AgentClient(address) as c:
+            first = await c.health(timeout=5)  # the port is bound before workers start
+            await c.wait_serving(180)
+            return first, await c.health()
 
-        async def go() -> tuple[str, str]:
-            async with AgentClient(address) as c:
-                first = await c.health(timeout=5)  # the port is bound before workers start
-                await c.wait_serving(180)
-                return first, await c.health()
-
-        first, later = asyncio.run(go())
-        assert first == "NOT_SERVING" and later == "SERVING"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+    with running_agent(wait=False) as address:
+        first, later = asyncio.run(go(address))
+    assert first == "NOT_SERVING" and later == "SERVING"

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 import operators
-from coordinator.local_agent import LocalAgent
 from device_agent.static_policy import check
 from operators.spec import Kind
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status
+from tests.helpers import running_agent, softmax_with_libdevice
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "candidates"
-HONEST_FIXTURES = ["add_autotuned.py", "softmax_libdevice.py", "add_inline_asm.py",
-                   "add_mutates_input.py", "add_unwritten.py", "add_oob_write.py"]
+HONEST_FIXTURES = ["add_autotuned.py", "add_inline_asm.py", "add_mutates_input.py",
+                   "add_unwritten.py", "add_oob_write.py"]
 
 WRAP = ("import torch\nimport triton\nimport triton.language as tl\n\n\n"
         "def add_Tensor(self, other, *, alpha=1):\n{}\n")
@@ -38,6 +38,10 @@ def test_shipped_solutions_and_negatives_pass(spec: operators.OperatorSpec) -> N
 @pytest.mark.parametrize("name", HONEST_FIXTURES)
 def test_honest_fixtures_pass(name: str) -> None:
     assert check((FIXTURES / name).read_text()) == []
+
+
+def test_libdevice_candidate_passes() -> None:
+    assert check(softmax_with_libdevice().decode()) == []
 
 
 @pytest.mark.parametrize("code, rule", [
@@ -111,13 +115,8 @@ def test_triton_code_is_left_to_the_compiler() -> None:
 
 @pytest.fixture(scope="module")
 def static_agent(agent_secret_env: None) -> Iterator[str]:
-    agent = LocalAgent(platform="cpu", workers=1)
-    address = agent.start()
-    try:
-        asyncio.run(agent.wait_serving(180))
+    with running_agent() as address:
         yield address
-    finally:
-        agent.stop()
 
 
 def test_agent_rejects_with_rule_and_line(static_agent: str) -> None:

@@ -1,0 +1,35 @@
+"""Shared test helpers: agents on loopback, and candidates derived from shipped solutions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import operators
+from coordinator.local_agent import LocalAgent
+
+
+@contextlib.contextmanager
+def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None = None,
+                  wait: bool = True) -> Iterator[str]:
+    """A real cpu agent process on a free loopback port; yields its address (SERVING unless
+    ``wait`` is False, in which case it yields as soon as the port is bound)."""
+    agent = LocalAgent(platform="cpu", workers=workers, extra_args=extra_args, env=env)
+    address = agent.start()
+    try:
+        if wait:
+            asyncio.run(agent.wait_serving(180))
+        yield address
+    finally:
+        agent.stop()
+
+
+def softmax_with_libdevice() -> bytes:
+    """aten::softmax's reference solution with every ``tl.exp`` turned into ``libdevice.exp``."""
+    src = operators.get("aten::softmax").solution
+    assert "tl.exp(" in src
+    src = src.replace("tl.exp(", "libdevice.exp(").replace(
+        "import triton.language as tl",
+        "import triton.language as tl\nfrom triton.language.extra import libdevice", 1)
+    return src.encode()
