@@ -258,7 +258,7 @@ class Evaluator:
             worker = await asyncio.wait_for(pool.acquire(),
                                             timeout=max(0.1, deadline - time.monotonic()
                                                         - self.budgets.margin_s))
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             return self._verdict(spec, chash, req, Status.INFRA_ERROR,
                                  "no worker became free before the deadline", t0)
         except WorkerStartError as exc:
@@ -298,7 +298,7 @@ class Evaluator:
         async def died(stage: str) -> Verdict:
             try:
                 code: int | None = await asyncio.wait_for(worker.proc.wait(), timeout=5)
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
                 code = None
             how = _describe_exit(code)
             return verdict(Status.RUNTIME_ERROR, f"worker {how} during {stage} without a result",
@@ -395,7 +395,7 @@ class Evaluator:
             report(Stage.DONE)
             return verdict(Status.PASSED, f"all {len(results)} cases passed", cases=tuple(results),
                            timings=timings)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             worker.kill()
             return verdict(Status.TIMEOUT, f"{stage} stage passed its deadline; worker killed",
                            cases=tuple(results), log=_tail(worker.log_tail()))

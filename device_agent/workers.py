@@ -152,7 +152,7 @@ class Worker:
             self.writer.close()
         try:
             code = await asyncio.wait_for(self.proc.wait(), timeout=10)
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             code = None
         sandbox.kill_uid(self.uid)  # anything forked between the kill and the reap
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -195,7 +195,8 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     worker = Worker(proc, reader, writer, workdir, log_path, uid)
     try:
         msg = await asyncio.wait_for(worker.recv(), timeout=READY_TIMEOUT_S)
-    except (TimeoutError, EOFError, asyncio.IncompleteReadError, ConnectionError) as exc:
+    except (TimeoutError, asyncio.TimeoutError, EOFError, asyncio.IncompleteReadError,
+            ConnectionError) as exc:
         tail = worker.log_tail()
         await worker.dispose()
         raise WorkerStartError(f"worker did not become ready ({type(exc).__name__}); log:\n{tail}") from None
