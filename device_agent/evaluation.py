@@ -56,6 +56,7 @@ LAYERS = ("static", "runtime", "launches")
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
 LAUNCH_BOUND_US = 10.0
+FLOOR_MARGIN = 1.10  # a time under the datasheet floor by more than this is impossible
 
 
 class InvalidRequest(ValueError):
@@ -148,6 +149,7 @@ class Evaluator:
         self.tier = Tier.CPU if platform.name == "cpu" else Tier.FULL
         self.timing_locks = [asyncio.Lock() for _ in pools]
         self.system = SystemInfo(platform=platform.name)
+        self.datasheet = self.system  # the workers' own report: datasheet peaks, for the floor
         self._peaks: dict[str, Any] | None = None
 
     def use_peaks(self, measured: dict[str, Any] | None) -> None:
@@ -265,7 +267,8 @@ class Evaluator:
             return self._verdict(spec, chash, req, Status.INFRA_ERROR,
                                  f"worker could not start: {exc}", t0)
         if worker.ready.get("system"):
-            self.system = self._with_peaks(SystemInfo(**worker.ready["system"]))
+            self.datasheet = SystemInfo(**worker.ready["system"])
+            self.system = self._with_peaks(self.datasheet)
         try:
             return await self._run(worker, pool_index, prepared, req, deadline, t0, report)
         finally:
@@ -386,6 +389,10 @@ class Evaluator:
                 report(Stage.TIMING)
                 async with self.timing_locks[pool_index]:
                     timings, rechecks = await self._time(worker, p, nonce, recv, deadline)
+                too_fast = self._below_floor(p.spec, timings)
+                if too_fast:
+                    return verdict(Status.CHEAT_DETECTED, too_fast[0].evidence,
+                                   cases=tuple(results), timings=timings, findings=too_fast)
                 # Outside the device lock: the references are CPU work in the agent.
                 drift = await asyncio.to_thread(self._recheck, p.spec, rechecks)
                 if drift is not None:
@@ -504,6 +511,33 @@ class Evaluator:
                     return (f"{case.name}: after timing, {o.describe()} differs from the "
                             f"reference: {m.summary}")[:1500]
         return None
+
+    def _floor_us(self, spec: OperatorSpec, case: Any) -> float | None:
+        """The least time the case can take by the *datasheet* peaks plus ``FLOOR_MARGIN`` (never
+        the measured peaks, which are lower): unique bytes over bandwidth, FLOPs over rate."""
+        bw = self.datasheet.peak_bandwidth_gbps
+        if not bw:
+            return None
+        cost = spec.cost(case)
+        floor_s = cost.bytes / (bw * 1e9 * FLOOR_MARGIN)
+        rate = self.datasheet.peak_tflops.get(cost.dtype)
+        if rate and cost.flops:
+            floor_s = max(floor_s, cost.flops / (rate * 1e12 * FLOOR_MARGIN))
+        return floor_s * 1e6
+
+    def _below_floor(self, spec: OperatorSpec, timings: tuple[CaseTiming, ...]) -> tuple[Finding, ...]:
+        """A time the hardware cannot reach is evidence of work hidden from the timer."""
+        cases = {c.name: c for c in spec.benchmark_cases()}
+        found = []
+        for t in timings:
+            floor = self._floor_us(spec, cases[t.name]) if t.name in cases else None
+            if t.meaningful and t.median_us is not None and floor is not None and t.median_us < floor:
+                found.append(Finding(
+                    "timing", "below-physical-floor",
+                    f"case {t.name}: median {t.median_us:.2f} us is below the physical floor of "
+                    f"{floor:.2f} us (datasheet peaks with a {FLOOR_MARGIN - 1:.0%} margin, "
+                    "unique bytes only): work is hidden from the timer"))
+        return tuple(found)
 
     def _sol_percent(self, spec: OperatorSpec, case: Any, median_us: float) -> float | None:
         bw = self.system.peak_bandwidth_gbps

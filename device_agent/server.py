@@ -322,7 +322,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     async def warm() -> None:
         await asyncio.gather(*(p.start() for p in pools))
         if pools and pools[0].system_info:
-            evaluator.system = SystemInfo(**pools[0].system_info)
+            evaluator.system = evaluator.datasheet = SystemInfo(**pools[0].system_info)
             evaluator.use_peaks(_peaks_for(pools[0], evaluator.system))
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
