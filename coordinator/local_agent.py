@@ -21,6 +21,12 @@ from protos.client import AgentClient, AgentUnreachable
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def with_repo_on_path(pythonpath: str | None) -> str:
+    """``PYTHONPATH`` with this checkout first, so child processes import the same packages
+    whether or not the project is pip-installed (the GPU host runs it from a checkout)."""
+    return os.pathsep.join(p for p in (str(REPO_ROOT), pythonpath or "") if p)
+
+
 class LocalAgent:
     """A child agent process; use as a context manager (stops it with SIGTERM on exit)."""
 
@@ -46,7 +52,7 @@ class LocalAgent:
         cmd += list(self.extra_args)
         env = dict(os.environ)
         env.update(self.extra_env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL,

@@ -27,8 +27,6 @@ class SweepMetrics:
                                           registry=r)
         self.trajectories_done = Gauge("kgb_sweep_trajectories_done",
                                        "Trajectories with a final verdict", registry=r)
-        self.in_flight = Gauge("kgb_evaluations_in_flight", "Evaluations sent to agents, not yet back",
-                               registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve /metrics; returns the bound port (0 picks a free one)."""

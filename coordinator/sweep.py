@@ -13,15 +13,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import ray
 
+from coordinator.local_agent import with_repo_on_path
 from coordinator.store import Store
 from protos.records import AgentDescription, EvalRequest, Status, Verdict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 EVAL_TIMEOUT_S = 900.0
 MAX_ATTEMPTS = 3
 
@@ -74,7 +73,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if ray.is_initialized():
         return
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    pythonpath = with_repo_on_path(os.environ.get("PYTHONPATH"))
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                               "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath,
                                                            "RAY_AUTH_MODE": "disabled"}}}

@@ -40,11 +40,6 @@ def allowed_ops(kind: Kind) -> frozenset[str]:
     return frozenset((_COMMON | _BY_KIND.get(kind, frozenset())) - _DENIED_BY_KIND.get(kind, frozenset()))
 
 
-def install_triton_suspension() -> None:
-    """Make the guard ignore what Triton's launches do (see ``triton_hooks``)."""
-    triton_hooks.install()
-
-
 class DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records ATen operators outside the kind's allow-list (it never raises: the call goes on,
     and the agent turns the record into a finding)."""

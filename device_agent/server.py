@@ -34,13 +34,12 @@ from device_agent.platforms import Platform, resolve
 from device_agent.sandbox import SandboxSettings
 from device_agent.workers import WorkerPool
 from protos import convert
+from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
 from protos.records import AgentDescription, DeviceInfo, EvalRequest, Progress, SystemInfo, Verdict
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = "kgb.agent.v1.DeviceAgent"
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 VERDICT_CACHE = 4096
 
 

@@ -197,11 +197,11 @@ class _Checker(ast.NodeVisitor):
         if which == "setattr" and base is not None:
             self.flag(node, "monkeypatch", f"`setattr` on `{base}` changes a library or the harness")
         elif base is not None:
-            self._check_qualified(node, f"{base}.{name}", called=False)
+            self._check_qualified(node, f"{base}.{name}")
         elif name in COMPUTE_METHODS or name in CPU_ROUND_TRIPS:
             self._check_method(node, name)
 
-    def _check_qualified(self, node: ast.AST, q: str, called: bool = True) -> None:
+    def _check_qualified(self, node: ast.AST, q: str) -> None:
         if q.startswith("torch."):
             name = q[len("torch."):]
             if name.startswith("ops."):

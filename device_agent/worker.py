@@ -235,9 +235,9 @@ def serve(ch: Channel, platform_name: str) -> int:
 
         operators.all_specs()
         warm_imports()
-        from device_agent.dispatch_guard import install_triton_suspension
+        from device_agent import triton_hooks
 
-        install_triton_suspension()  # before any candidate exists
+        triton_hooks.install()  # before any candidate exists
         system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
         peaks = _measure_peaks_if_asked(platform, system)
         from device_agent import sandbox

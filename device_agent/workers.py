@@ -23,7 +23,6 @@ import signal
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +211,6 @@ class WorkerPool:
     disposed by the caller); a replacement starts at once in the background."""
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
-                 on_restart: Callable[[], None] | None = None,
                  limits: sandbox.SandboxSettings | None = None,
                  peaks_cache_dir: Path | None = None) -> None:
         if size < 1:
@@ -225,16 +223,11 @@ class WorkerPool:
         self.peaks_cache_dir = peaks_cache_dir  # the first worker measures peaks when uncached
         self.measured_peaks: dict[str, Any] = {}
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
-        self._starting = 0
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.busy = 0
         self.waiting = 0
-        self.started = 0
-        self.start_failures = 0
-        self.last_start_error = ""
         self.system_info: dict[str, Any] = {}  # from the first worker that became ready
-        self._on_restart = on_restart
 
     async def start(self) -> None:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
@@ -246,7 +239,6 @@ class WorkerPool:
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
             if isinstance(r, Worker):
-                self.started += 1
                 self.system_info = self.system_info or dict(r.ready.get("system", {}))
                 if isinstance(r.ready.get("peaks"), dict):
                     self.measured_peaks = dict(r.ready["peaks"])
@@ -259,41 +251,28 @@ class WorkerPool:
             if self._ready.empty():
                 raise WorkerStartError(str(errors[0]))
 
-    @property
-    def ready_count(self) -> int:
-        return self._ready.qsize()
-
     def _spawn_replacement(self) -> None:
         if self._closed:
             return
-        self._starting += 1
         task = asyncio.get_running_loop().create_task(self._replace())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _replace(self) -> None:
         delay = 0.5
-        try:
-            while not self._closed:
-                try:
-                    w = await start_worker(self.platform, self.device_index, self.root, self.limits)
-                except WorkerStartError as exc:
-                    self.start_failures += 1
-                    self.last_start_error = str(exc)[:2000]
-                    log.error("worker start failed (retrying in %.1fs): %s", delay, exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 30.0)
-                    continue
-                if self._closed:
-                    await w.dispose()
-                    return
-                self.started += 1
-                if self._on_restart:
-                    self._on_restart()
-                self._ready.put_nowait(w)
+        while not self._closed:
+            try:
+                w = await start_worker(self.platform, self.device_index, self.root, self.limits)
+            except WorkerStartError as exc:
+                log.error("worker start failed (retrying in %.1fs): %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            if self._closed:
+                await w.dispose()
                 return
-        finally:
-            self._starting -= 1
+            self._ready.put_nowait(w)
+            return
 
     async def acquire(self) -> Worker:
         """A ready worker for one candidate. Starts its replacement immediately."""

@@ -16,8 +16,6 @@ from coordinator.cli.eval_cmd import eval_cmd
 from coordinator.cli.operators_cmd import operators_group
 from coordinator.cli.run_cmd import report, run
 
-EXIT_AGENT_UNREACHABLE = 3
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "KGB"})
 @click.version_option(package_name="kernelgenbench", message="kgb %(version)s")

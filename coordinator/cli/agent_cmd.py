@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+from coordinator.local_agent import with_repo_on_path
 
 
 @click.group("agent")
@@ -46,7 +45,7 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
     if verbose:
         argv.append("--verbose")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)

@@ -7,7 +7,6 @@ device, describe the system, and time work.
 
 from __future__ import annotations
 
-import os
 import platform as _platform
 import socket
 from dataclasses import dataclass, field
@@ -80,6 +79,3 @@ def cpu_model_name() -> str:
         pass
     return _platform.processor() or "cpu"
 
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0", "false", "False")

@@ -41,7 +41,7 @@ class CudaPlatform:
 
     def worker_env(self, device_index: int) -> dict[str, str]:
         # Each worker sees exactly one device, as cuda:0.
-        return {"CUDA_VISIBLE_DEVICES": str(device_index)}
+        return {self.visibility_env or "CUDA_VISIBLE_DEVICES": str(device_index)}
 
     def import_env(self) -> dict[str, str]:
         return {}

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import operators
-from device_agent.dispatch_guard import DispatchGuard, allowed_ops, install_triton_suspension
+from device_agent import triton_hooks
+from device_agent.dispatch_guard import DispatchGuard, allowed_ops
 from device_agent.platforms.cpu import install_interpreter_support
 from operators.invoke import invoke, prepare
 from operators.spec import Kind, Tier
@@ -21,7 +22,7 @@ from tests.helpers import softmax_with_libdevice
 @pytest.fixture(scope="module", autouse=True)
 def _patched() -> None:
     install_interpreter_support()
-    install_triton_suspension()
+    triton_hooks.install()
 
 
 def _ops(spec: operators.OperatorSpec, source: str) -> set[str]:
