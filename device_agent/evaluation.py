@@ -32,6 +32,7 @@ import torch
 import operators
 from device_agent import static_policy
 from device_agent.codec import CodecError
+from device_agent.device_gate import DeviceGate
 from device_agent.platforms import Platform
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
 from operators.checking import compare, same_bits
@@ -147,7 +148,8 @@ class Evaluator:
         self.secret = secret
         self.budgets = budgets or StageBudgets()
         self.tier = Tier.CPU if platform.name == "cpu" else Tier.FULL
-        self.timing_locks = [asyncio.Lock() for _ in pools]
+        # One gate per device: correctness calls share it, each timed case holds it alone.
+        self.gates = [DeviceGate() for _ in pools]
         self.system = SystemInfo(platform=platform.name)
         self.datasheet = self.system  # the workers' own report: datasheet peaks, for the floor
         self._peaks: dict[str, Any] | None = None
@@ -327,12 +329,14 @@ class Evaluator:
             report(Stage.CORRECTNESS, "", 0, len(p.calls))
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
+            gate = self.gates[pool_index]
             for i in range(len(p.calls)):
-                await asyncio.wait_for(
-                    worker.send({"type": "call", "nonce": nonce, "index": i,
-                                 "call": _call_to_wire(p.calls[i])}),
-                    timeout=max(0.001, correctness_deadline - time.monotonic()))
-                msg = await recv(correctness_deadline)
+                async with gate.shared():  # not while a neighbour's case is being timed
+                    await asyncio.wait_for(
+                        worker.send({"type": "call", "nonce": nonce, "index": i,
+                                     "call": _call_to_wire(p.calls[i])}),
+                        timeout=max(0.001, correctness_deadline - time.monotonic()))
+                    msg = await recv(correctness_deadline)
                 kind = msg.get("type")
                 if kind == "case_error":
                     name = p.names[int(msg.get("index", i))]
@@ -387,8 +391,7 @@ class Evaluator:
                     for i, s in enumerate(case_seconds[:3]))
             else:
                 report(Stage.TIMING)
-                async with self.timing_locks[pool_index]:
-                    timings, rechecks = await self._time(worker, p, nonce, recv, deadline)
+                timings, rechecks = await self._time(worker, gate, p, nonce, recv, deadline)
                 too_fast = self._below_floor(p.spec, timings)
                 if too_fast:
                     return verdict(Status.CHEAT_DETECTED, too_fast[0].evidence,
@@ -465,24 +468,35 @@ class Evaluator:
                                   f"input argument {key!r} was modified; it must stay intact")
         return CaseResult(name, True, p.hidden[i])
 
-    async def _time(self, worker: Worker, p: _Prepared, nonce: str, recv: Callable[[float], Any],
-                    deadline: float) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]]]:
+    async def _time(self, worker: Worker, gate: DeviceGate, p: _Prepared, nonce: str,
+                    recv: Callable[[float], Any], deadline: float,
+                    ) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]]]:
+        """Per benchmark case: the worker builds its input sets while the device is shared,
+        then measures while this agent holds the device alone."""
         bench = list(p.spec.benchmark_cases())
         seeds = [secrets.randbits(48) for _ in bench]
-        await worker.send({"type": "time", "nonce": nonce, "cases": list(range(len(bench))),
-                           "seeds": seeds, "budget_s": self.budgets.timing_case_budget_s,
-                           "l2_bytes": 0})
         timing_deadline = self._stage_deadline(self.budgets.timing_s, deadline)
+        await worker.send({"type": "time", "nonce": nonce, "n_cases": len(bench),
+                           "budget_s": self.budgets.timing_case_budget_s, "l2_bytes": 0})
         out: list[CaseTiming] = []
         rechecks: list[tuple[Any, int, Any]] = []  # (case, seed, outputs after timing)
-        for _ in bench:
-            msg = await recv(timing_deadline)
+        for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
+            async with gate.shared():
+                await worker.send({"type": "prepare", "nonce": nonce, "index": index,
+                                   "seed": seed})
+                msg = await recv(timing_deadline)
+                if msg.get("type") == "timing_error":
+                    raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
+                if msg.get("type") != "prepared" or msg.get("index") != index:
+                    raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+            async with gate.exclusive():
+                await worker.send({"type": "go", "nonce": nonce, "index": index})
+                msg = await recv(timing_deadline)
             if msg.get("type") == "timing_error":
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
-            if msg.get("type") != "timing":
+            if msg.get("type") != "timing" or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
-            case = bench[int(msg["index"])]
-            rechecks.append((case, seeds[int(msg["index"])], msg.get("recheck_outputs")))
+            rechecks.append((case, seed, msg.get("recheck_outputs")))
             med = float(msg["median_us"])
             base = float(msg["baseline_median_us"])
             out.append(CaseTiming(
@@ -492,10 +506,9 @@ class Evaluator:
                 speedup=base / med if med > 0 else None,
                 sol_percent=self._sol_percent(p.spec, case, med),
                 launch_bound=med < LAUNCH_BOUND_US,
-                throttled_discarded=int(msg.get("throttled_discarded", 0))))
-        msg = await recv(timing_deadline)
-        if msg.get("type") != "done":
-            raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+                throttled_discarded=int(msg.get("throttled_discarded", 0)),
+                sm_clock_mhz=_float_or_none(msg.get("sm_clock_mhz")),
+                temperature_c=_float_or_none(msg.get("temperature_c"))))
         return tuple(out), rechecks
 
     def _recheck(self, spec: OperatorSpec, rechecks: list[tuple[Any, int, Any]]) -> str | None:
@@ -567,6 +580,10 @@ async def _quiet_send(worker: Worker, msg: dict[str, Any]) -> None:
         await worker.send(msg)
     except (ConnectionError, OSError):
         pass
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _has_elements(outputs: Any) -> bool:

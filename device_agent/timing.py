@@ -13,6 +13,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -63,6 +64,10 @@ class Timer(Protocol):
         """True when the device is being slowed by heat or power right now."""
         ...
 
+    def readings(self) -> tuple[float | None, float | None]:
+        """(SM clock in MHz, temperature in °C) now, each None where unreadable."""
+        ...
+
 
 class CudaTimer:
     """CUDA events around the call, with a device-wide synchronize after it (work queued on
@@ -111,6 +116,17 @@ class CudaTimer:
         except Exception:  # noqa: BLE001
             return False
 
+    def readings(self) -> tuple[float | None, float | None]:
+        if self._nvml is None:
+            return None, None
+        try:
+            clock = float(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+            temp = float(self._nvml.nvmlDeviceGetTemperature(self._handle,
+                                                             self._nvml.NVML_TEMPERATURE_GPU))
+        except Exception:  # noqa: BLE001
+            return None, None
+        return clock, temp
+
 
 class WallTimer:
     """Host wall clock, for platforms without device timers. Never reported as performance."""
@@ -129,19 +145,34 @@ class WallTimer:
     def throttled(self) -> bool:
         return False
 
+    def readings(self) -> tuple[float | None, float | None]:
+        return None, None
+
 
 def timer_for(device: str) -> Timer:
     return CudaTimer(device) if torch.device(device).type == "cuda" else WallTimer()
 
 
-def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
-              budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
-    """Time ``fn`` and the spec's baseline on ``case``; medians and CIs in microseconds.
+@dataclass
+class TimingSets:
+    """Everything a timed case needs, built before the device is taken exclusively."""
 
-    Afterwards the candidate runs once more on a pristine copy of input set 0 (seed ``seed``);
-    its outputs are returned under ``recheck_outputs`` for the agent to compare with its own
-    reference, so a kernel that is right while checked and wrong while timed is caught.
-    """
+    spec: OperatorSpec
+    case: Case
+    device: str
+    timer: Timer
+    l2_bytes: int
+    cpu_sets: list[Call]
+    cand_sets: list[Call]
+    base_sets: list[Call]
+    flush: torch.Tensor
+
+
+def prepare_sets(spec: OperatorSpec, case: Case, *, seed: int, device: str, l2_bytes: int = 0,
+                 timer: Timer | None = None) -> TimingSets:
+    """Rotating input sets totalling more than twice the L2 (set ``k`` from ``seed + k``), one
+    copy for the candidate and one for the baseline, and the L2 flush buffer. This is the slow,
+    allocation-heavy part: the agent runs it while other workers may still use the device."""
     timer = timer or timer_for(device)
     if l2_bytes <= 0:
         l2_bytes = timer.l2_bytes()
@@ -153,6 +184,28 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     cand_sets = [prepare(c, device) for c in cpu_sets]
     base_sets = [prepare(c, device) for c in cpu_sets]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+    timer.sync()
+    return TimingSets(spec, case, device, timer, l2_bytes, cpu_sets, cand_sets, base_sets, flush)
+
+
+def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
+              budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
+    """:func:`prepare_sets` then :func:`measure`, for callers without a device gate."""
+    sets = prepare_sets(spec, case, seed=seed, device=device, l2_bytes=l2_bytes, timer=timer)
+    return measure(sets, fn, budget_s=budget_s)
+
+
+def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dict[str, Any]:
+    """Time ``fn`` and the spec's baseline on prepared ``sets``; medians and CIs in microseconds.
+    Run while the device is held exclusively.
+
+    Afterwards the candidate runs once more on a pristine copy of input set 0;
+    its outputs are returned under ``recheck_outputs`` for the agent to compare with its own
+    reference, so a kernel that is right while checked and wrong while timed is caught.
+    """
+    spec, device, timer, flush = sets.spec, sets.device, sets.timer, sets.flush
+    cand_sets, base_sets, cpu_sets = sets.cand_sets, sets.base_sets, sets.cpu_sets
+    n_sets = len(cpu_sets)
 
     def candidate_call(c: Call) -> Callable[[], Any]:
         return lambda: invoke(fn, c)
@@ -171,6 +224,8 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     discarded = 0
     kept_throttled: list[tuple[float, float, float, float]] = []
     deadline = time.perf_counter() + budget_s
+    clocks: list[float] = []
+    temps: list[float] = []
     k = 0
     wall0 = time.perf_counter()
     while True:
@@ -182,6 +237,10 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
             timer.sync()
             round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
         throttled = throttled or timer.throttled()
+        if k % 8 == 0:  # NVML reads cost ~100 us: sample every eighth round
+            clock, temp = timer.readings()
+            clocks += [clock] if clock is not None else []
+            temps += [temp] if temp is not None else []
         k += 1
         if throttled:
             discarded += 1
@@ -206,7 +265,9 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
 
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
-    return {"l2_bytes": l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
+    return {"l2_bytes": sets.l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
             "samples": len(cand), "baseline_median_us": bm, "baseline_samples": len(base),
             "wall_s": wall, "input_sets": n_sets, "throttled_discarded": discarded,
+            "sm_clock_mhz": sum(clocks) / len(clocks) if clocks else None,
+            "temperature_c": max(temps) if temps else None,
             "recheck_outputs": outputs}

@@ -165,23 +165,33 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------
+    # Per case: "prepare" (input sets built while other workers may use the device), then "go"
+    # (measured while the agent holds the device for this worker alone).
     cmd = ch.recv()
     if cmd.get("type") != "time":
         return
-    from device_agent.timing import time_case
+    from device_agent.timing import measure, prepare_sets
 
-    for index, seed in zip(cmd["cases"], cmd["seeds"], strict=True):
+    for _ in range(int(cmd["n_cases"])):
+        msg = ch.recv()
+        if msg.get("type") != "prepare":
+            return
+        index = int(msg["index"])
         case = spec.benchmark_cases()[index]
         fn = getattr(module, case.entry)
         try:
-            result = time_case(spec, case, fn, seed=seed, device=device,
-                               budget_s=float(cmd["budget_s"]), l2_bytes=int(cmd["l2_bytes"]))
+            sets = prepare_sets(spec, case, seed=int(msg["seed"]), device=device,
+                                l2_bytes=int(cmd["l2_bytes"]))
+            ch.send({"type": "prepared", "index": index})
+            if ch.recv().get("type") != "go":
+                return
+            result = measure(sets, fn, budget_s=float(cmd["budget_s"]))
+            del sets
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
         ch.send({"type": "timing", "index": index, **result})
-    ch.send({"type": "done"})
 
 
 def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,

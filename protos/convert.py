@@ -95,7 +95,7 @@ def _case_from_proto(m: pb.CaseResult) -> CaseResult:
 
 
 _TIMING_OPTIONAL = ("median_us", "ci_low_us", "ci_high_us", "baseline_median_us", "speedup",
-                    "sol_percent")
+                    "sol_percent", "sm_clock_mhz", "temperature_c")
 
 
 def _timing_to_proto(t: CaseTiming) -> pb.CaseTiming:

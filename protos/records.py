@@ -80,6 +80,8 @@ class CaseTiming:
     sol_percent: float | None = None
     launch_bound: bool = False
     throttled_discarded: int = 0
+    sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,21 @@ def test_median_ci() -> None:
     assert med == 3.0 and lo <= med <= hi
     med, lo, hi = median_ci(list(map(float, range(1, 101))))
     assert med == 50.5 and 40 <= lo < med < hi <= 61
+
+
+class ReadingTimer(WallTimer):
+    """A platform that can read its clock and temperature."""
+
+    def __init__(self) -> None:
+        self.temps = iter(range(40, 10_000))
+
+    def readings(self) -> tuple[float | None, float | None]:
+        return 1980.0, float(next(self.temps))
+
+
+def test_clocks_and_temperature_are_recorded_where_readable() -> None:
+    r = _time(ADD.solution, ReadingTimer())
+    assert r["sm_clock_mhz"] == 1980.0
+    assert r["temperature_c"] is not None and r["temperature_c"] >= 40.0  # the highest seen
+    plain = _time(ADD.solution)
+    assert plain["sm_clock_mhz"] is None and plain["temperature_c"] is None

@@ -167,7 +167,7 @@ class CaseResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., hidden: _Optional[bool] = ..., passed: _Optional[bool] = ..., mismatch: _Optional[str] = ..., max_abs_error: _Optional[float] = ..., bad_elements: _Optional[int] = ..., total_elements: _Optional[int] = ...) -> None: ...
 
 class CaseTiming(_message.Message):
-    __slots__ = ("name", "meaningful", "median_us", "ci_low_us", "ci_high_us", "samples", "baseline_median_us", "speedup", "sol_percent", "launch_bound", "throttled_discarded")
+    __slots__ = ("name", "meaningful", "median_us", "ci_low_us", "ci_high_us", "samples", "baseline_median_us", "speedup", "sol_percent", "launch_bound", "throttled_discarded", "sm_clock_mhz", "temperature_c")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MEANINGFUL_FIELD_NUMBER: _ClassVar[int]
     MEDIAN_US_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +179,8 @@ class CaseTiming(_message.Message):
     SOL_PERCENT_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_BOUND_FIELD_NUMBER: _ClassVar[int]
     THROTTLED_DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_C_FIELD_NUMBER: _ClassVar[int]
     name: str
     meaningful: bool
     median_us: float
@@ -190,7 +192,9 @@ class CaseTiming(_message.Message):
     sol_percent: float
     launch_bound: bool
     throttled_discarded: int
-    def __init__(self, name: _Optional[str] = ..., meaningful: _Optional[bool] = ..., median_us: _Optional[float] = ..., ci_low_us: _Optional[float] = ..., ci_high_us: _Optional[float] = ..., samples: _Optional[int] = ..., baseline_median_us: _Optional[float] = ..., speedup: _Optional[float] = ..., sol_percent: _Optional[float] = ..., launch_bound: _Optional[bool] = ..., throttled_discarded: _Optional[int] = ...) -> None: ...
+    sm_clock_mhz: float
+    temperature_c: float
+    def __init__(self, name: _Optional[str] = ..., meaningful: _Optional[bool] = ..., median_us: _Optional[float] = ..., ci_low_us: _Optional[float] = ..., ci_high_us: _Optional[float] = ..., samples: _Optional[int] = ..., baseline_median_us: _Optional[float] = ..., speedup: _Optional[float] = ..., sol_percent: _Optional[float] = ..., launch_bound: _Optional[bool] = ..., throttled_discarded: _Optional[int] = ..., sm_clock_mhz: _Optional[float] = ..., temperature_c: _Optional[float] = ...) -> None: ...
 
 class Finding(_message.Message):
     __slots__ = ("layer", "rule", "evidence")

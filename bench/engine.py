@@ -1,0 +1,231 @@
+"""Engine benchmarks (issue #3): throughput, repeatability and timer accuracy on a real device.
+
+    python bench/engine.py throughput --out DIR [--n 60] [--workers 12] [--fresh 6]
+    python bench/engine.py repeatability --out DIR [--repeats 10]
+    python bench/engine.py copy --out DIR
+
+``throughput`` evaluates N distinct candidates for ``aten::add`` (each a variant of the reference
+with its own kernel name and block size, so no two share source or a Triton cache entry) through
+one warm agent, all submitted at once, and compares with the same harness started as a fresh
+agent process per candidate (``--fresh`` of them, one worker each). Both use the full protocol:
+every public and hidden case, then timing. Verdicts of the candidates run both ways must agree.
+
+``repeatability`` evaluates the reference solutions of ``aten::add`` (memory-bound) and
+``aten::mm`` (its 4096^3 bf16 case) ``--repeats`` times each, one after another, and reports the
+coefficient of variation of each benchmark case's reported median.
+
+``copy`` measures the device's peak bandwidth the way the agent does (``device_agent.peaks``)
+and times a plain Triton copy kernel with the agent's timer protocol (rotating buffers, L2 flush,
+device-wide synchronisation); the copy should reach at least 85 % of the measured peak.
+
+Every command writes raw JSON/JSONL under ``--out`` and prints a Markdown summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import operators  # noqa: E402
+from coordinator.local_agent import LocalAgent  # noqa: E402
+from protos.client import AgentClient  # noqa: E402
+from protos.records import EvalRequest, Verdict  # noqa: E402
+
+BLOCKS = (256, 512, 1024, 2048, 4096)
+
+
+def add_variant(i: int) -> str:
+    """The ``aten::add`` reference with a unique kernel name and one of five block sizes."""
+    src = operators.get("aten::add").solution
+    src = src.replace("_add_kernel", f"_add_kernel_v{i}")
+    src = src.replace("BLOCK = 1024", f"BLOCK = {BLOCKS[i % len(BLOCKS)]}")
+    return f"# throughput variant {i}\n{src}"
+
+
+def _row(v: Verdict) -> dict[str, Any]:
+    return {"status": v.status.name, "message": v.message, "wall_s": v.wall_seconds,
+            "cases": len(v.cases), "candidate_hash": v.candidate_hash,
+            "timings": [{"name": t.name, "median_us": t.median_us, "ci": [t.ci_low_us, t.ci_high_us],
+                         "samples": t.samples, "baseline_us": t.baseline_median_us,
+                         "sol_percent": t.sol_percent, "sm_clock_mhz": t.sm_clock_mhz,
+                         "temperature_c": t.temperature_c,
+                         "throttled_discarded": t.throttled_discarded} for t in v.timings]}
+
+
+async def _evaluate_all(address: str, sources: list[str], op: str, concurrency: int,
+                        ) -> list[Verdict]:
+    sem = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async with AgentClient(address) as client:
+        async def one(src: str) -> Verdict:
+            nonlocal done
+            async with sem:
+                v = await client.evaluate(EvalRequest(uuid.uuid4().hex, op, src.encode()),
+                                          timeout=900)
+            done += 1
+            print(f"  {done}/{len(sources)} {v.status.name} {v.wall_seconds:.1f}s",
+                  file=sys.stderr, flush=True)
+            return v
+
+        return list(await asyncio.gather(*(one(s) for s in sources)))
+
+
+def throughput(args: argparse.Namespace) -> None:
+    sources = [add_variant(i) for i in range(args.n)]
+    assert len(set(sources)) == len(sources)
+    rows: dict[str, Any] = {"n": args.n, "workers": args.workers}
+    with LocalAgent(platform=args.platform, workers=args.workers,
+                    log_path=args.out / "throughput-agent.log") as agent:
+        asyncio.run(agent.wait_serving(timeout=600))
+        t0 = time.monotonic()
+        verdicts = asyncio.run(_evaluate_all(agent.address, sources, "aten::add", args.n))
+        warm_wall = time.monotonic() - t0
+    rows["warm_wall_s"] = warm_wall
+    rows["warm"] = [_row(v) for v in verdicts]
+    fresh: list[dict[str, Any]] = []
+    for i in range(args.fresh):
+        t0 = time.monotonic()
+        with LocalAgent(platform=args.platform, workers=1,
+                        log_path=args.out / f"fresh-agent-{i}.log") as agent:
+            asyncio.run(agent.wait_serving(timeout=600))
+            (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1))
+        fresh.append({"wall_s": time.monotonic() - t0, **_row(v)})
+    rows["fresh"] = fresh
+    (args.out / "throughput.json").write_text(json.dumps(rows, indent=1))
+    per_min = args.n / (warm_wall / 60)
+    fresh_s = statistics.mean(f["wall_s"] for f in fresh) if fresh else float("nan")
+    same = all(f["status"] == rows["warm"][i]["status"] for i, f in enumerate(fresh))
+    statuses = sorted({r["status"] for r in rows["warm"]})
+    print("| mode | candidates | wall s | candidates / GPU-min | s / candidate | verdicts |")
+    print("|---|---|---|---|---|---|")
+    print(f"| warm agent, {args.workers} workers | {args.n} | {warm_wall:.1f} | {per_min:.1f} | "
+          f"{warm_wall / args.n:.2f} | {', '.join(statuses)} |")
+    if fresh:
+        print(f"| fresh agent per candidate | {len(fresh)} | {sum(f['wall_s'] for f in fresh):.1f} "
+              f"| {60 / fresh_s:.1f} | {fresh_s:.2f} | "
+              f"{'identical' if same else 'DIFFERENT'} |")
+        print(f"\nspeed-up of the warm agent: {fresh_s / (warm_wall / args.n):.1f}x")
+
+
+def repeatability(args: argparse.Namespace) -> None:
+    out: dict[str, list[dict[str, Any]]] = {}
+    with LocalAgent(platform=args.platform, log_path=args.out / "repeat-agent.log") as agent:
+        asyncio.run(agent.wait_serving(timeout=600))
+        for op in ("aten::add", "aten::mm"):
+            spec = operators.get(op)
+            out[op] = []
+            for _ in range(args.repeats):
+                (v,) = asyncio.run(_evaluate_all(agent.address, [spec.solution], op, 1))
+                out[op].append(_row(v))
+    (args.out / "repeatability.json").write_text(json.dumps(out, indent=1))
+    print("| problem | case | median of medians µs | CV of medians | min–max µs | samples | SM MHz | max °C |")
+    print("|---|---|---|---|---|---|---|---|")
+    for op, rows in out.items():
+        names = [t["name"] for t in rows[0]["timings"]]
+        for name in names:
+            ts = [t for r in rows for t in r["timings"] if t["name"] == name]
+            meds = [t["median_us"] for t in ts]
+            cv = statistics.pstdev(meds) / statistics.mean(meds)
+            clocks = [t["sm_clock_mhz"] for t in ts if t["sm_clock_mhz"]]
+            temps = [t["temperature_c"] for t in ts if t["temperature_c"]]
+            print(f"| {op} | {name} | {statistics.median(meds):.1f} | {100 * cv:.2f} % | "
+                  f"{min(meds):.1f}–{max(meds):.1f} | {statistics.median(t['samples'] for t in ts):.0f} | "
+                  f"{statistics.mean(clocks) if clocks else float('nan'):.0f} | "
+                  f"{max(temps) if temps else float('nan'):.0f} |")
+
+
+COPY_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+'''
+
+
+def copy(args: argparse.Namespace) -> None:
+    import importlib.util
+
+    import torch
+    import triton
+
+    from device_agent import peaks
+    from device_agent.timing import CudaTimer, median_ci
+
+    path = args.out / "copy_kernel.py"
+    path.write_text(COPY_KERNEL)
+    spec = importlib.util.spec_from_file_location("copy_kernel", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    measured = peaks.measure("cuda")
+    timer = CudaTimer("cuda")
+    l2 = timer.l2_bytes()
+    rows = []
+    for mib in (64, 256, 1024):
+        n = (mib << 20) // 4
+        sets = max(2, -(-2 * l2 // (2 * n * 4)))
+        bufs = [(torch.randn(n, device="cuda"), torch.empty(n, device="cuda")) for _ in range(sets)]
+        flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        for block in (1024, 2048, 4096):
+            grid = (triton.cdiv(n, block),)
+            mod.copy_kernel[grid](bufs[0][0], bufs[0][1], n, BLOCK=block)
+            samples = []
+            for k in range(200):
+                s, d = bufs[k % sets]
+                flush.zero_()
+                timer.sync()
+                samples.append(timer.time_us(
+                    lambda s=s, d=d, g=grid, b=block: mod.copy_kernel[g](s, d, n, BLOCK=b)))
+            med, lo, hi = median_ci(samples)
+            assert torch.equal(bufs[0][0], bufs[0][1])
+            gbps = 2 * n * 4 / (med * 1e-6) / 1e9
+            rows.append({"mib": mib, "block": block, "median_us": med, "ci": [lo, hi],
+                         "gbps": gbps, "fraction_of_peak": gbps / measured["bandwidth_gbps"]})
+        del bufs
+    (args.out / "copy.json").write_text(json.dumps({"peaks": measured, "rows": rows}, indent=1))
+    print(f"measured peak (torch copy_, read+write): {measured['bandwidth_gbps']:.0f} GB/s; "
+          f"matmul TFLOP/s: " + ", ".join(f"{k} {v:.0f}" for k, v in measured["tflops"].items()))
+    print("| buffer MiB | BLOCK | median µs | GB/s | % of measured peak |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mib']} | {r['block']} | {r['median_us']:.1f} | {r['gbps']:.0f} | "
+              f"{100 * r['fraction_of_peak']:.1f} % |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, fn in (("throughput", throughput), ("repeatability", repeatability), ("copy", copy)):
+        p = sub.add_parser(name)
+        p.set_defaults(fn=fn)
+        p.add_argument("--out", type=Path, required=True)
+        p.add_argument("--platform", default="cuda")
+        if name == "throughput":
+            p.add_argument("--n", type=int, default=60)
+            p.add_argument("--workers", type=int, default=12)
+            p.add_argument("--fresh", type=int, default=6)
+        if name == "repeatability":
+            p.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# GPU batches on the H200 host, one step per argument, each under its own time limit:
+#   bash bench/h200.sh setup gputests copy throughput repeatability suite
+# Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
+# grpcio-reflection, orjson, rich). Raw results go to $OUT (default bench/results/h200).
+set -uo pipefail
+OUT=${OUT:-bench/results/h200}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KGB_AGENT_SECRET_FILE=/tmp/kgb-secret
+for step in "$@"; do
+  echo "== $step $(date -u +%H:%M:%S)"
+  case $step in
+    setup)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,memory.total \
+        --format=csv | tee "$OUT/nvidia-smi.csv"
+      python3 -c "import sys,torch,triton,grpc,google.protobuf as p;print(sys.version.split()[0],torch.__version__,triton.__version__,grpc.__version__,p.__version__)" | tee "$OUT/versions.txt" ;;
+    gputests)
+      timeout "${GPUTESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -x -m gpu ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
+        tests/device_agent/test_gpu.py 2>&1 | tail -25 | tee "$OUT/pytest-gpu.txt" ;;
+    copy|throughput|repeatability)
+      timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
+        > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
+    suite)
+      python3 -m coordinator agent serve --platform cuda --port 50151 > "$OUT/suite-agent.log" 2>&1 &
+      AGENT=$!
+      timeout "${SUITE_S:-400}" python3 bench/reference_suite.py --agent 127.0.0.1:50151 \
+        --out "$OUT/reference.jsonl" > "$OUT/suite.md" 2> "$OUT/suite.log"
+      echo "exit $?"; cat "$OUT/suite.md"
+      kill -TERM $AGENT; wait $AGENT ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,90 @@
+"""The device gate: checking calls overlap, a timed case runs alone, timers are not starved."""
+
+from __future__ import annotations
+
+import asyncio
+
+from device_agent.device_gate import DeviceGate
+
+
+def test_shared_holders_overlap_and_exclusive_waits_for_them() -> None:
+    async def go() -> list[str]:
+        gate = DeviceGate()
+        events: list[str] = []
+
+        async def checker(name: str) -> None:
+            async with gate.shared():
+                events.append(f"{name}+")
+                await asyncio.sleep(0.05)
+                events.append(f"{name}-")
+
+        async def timer() -> None:
+            await asyncio.sleep(0.01)  # arrives while both checkers hold the gate
+            async with gate.exclusive():
+                assert gate.state == (0, True, 0)
+                events.append("T+")
+                await asyncio.sleep(0.02)
+                events.append("T-")
+
+        await asyncio.gather(checker("a"), checker("b"), timer())
+        return events
+
+    events = asyncio.run(go())
+    assert events[:2] == ["a+", "b+"]  # the two checkers overlapped
+    assert events.index("T+") > max(events.index("a-"), events.index("b-"))
+
+
+def test_a_waiting_timer_blocks_new_checkers() -> None:
+    async def go() -> list[str]:
+        gate = DeviceGate()
+        events: list[str] = []
+
+        async def long_checker() -> None:
+            async with gate.shared():
+                await asyncio.sleep(0.05)
+                events.append("long-")
+
+        async def timer() -> None:
+            await asyncio.sleep(0.01)
+            async with gate.exclusive():
+                events.append("T")
+
+        async def late_checker() -> None:
+            await asyncio.sleep(0.02)  # arrives after the timer started waiting
+            async with gate.shared():
+                events.append("late")
+
+        await asyncio.gather(long_checker(), timer(), late_checker())
+        return events
+
+    assert asyncio.run(go()) == ["long-", "T", "late"]
+
+
+def test_timers_exclude_each_other_and_a_cancelled_wait_leaves_no_trace() -> None:
+    async def go() -> None:
+        gate = DeviceGate()
+        inside = 0
+        peak = 0
+
+        async def timer() -> None:
+            nonlocal inside, peak
+            async with gate.exclusive():
+                inside += 1
+                peak = max(peak, inside)
+                await asyncio.sleep(0.01)
+                inside -= 1
+
+        await asyncio.gather(*(timer() for _ in range(4)))
+        assert peak == 1
+
+        async with gate.shared():
+            waiter = asyncio.create_task(timer())
+            await asyncio.sleep(0.01)
+            assert gate.state == (1, False, 1)
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+        assert gate.state == (0, False, 0)
+        async with gate.shared():  # not blocked by the cancelled timer
+            pass
+
+    asyncio.run(go())
