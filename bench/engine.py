@@ -129,7 +129,8 @@ def repeatability(args: argparse.Namespace) -> None:
                 (v,) = asyncio.run(_evaluate_all(agent.address, [spec.solution], op, 1))
                 out[op].append(_row(v))
     (args.out / "repeatability.json").write_text(json.dumps(out, indent=1))
-    print("| problem | case | median of medians µs | CV of medians | min–max µs | samples | SM MHz | max °C |")
+    print("| problem | case | median of medians µs | CV of medians | min–max µs | samples "
+          "| SM MHz | max °C |")
     print("|---|---|---|---|---|---|---|---|")
     for op, rows in out.items():
         names = [t["name"] for t in rows[0]["timings"]]
@@ -191,7 +192,7 @@ def copy(args: argparse.Namespace) -> None:
                 flush.zero_()
                 timer.sync()
                 samples.append(timer.time_us(
-                    lambda s=s, d=d, g=grid, b=block: mod.copy_kernel[g](s, d, n, BLOCK=b)))
+                    lambda s=s, d=d, g=grid, b=block, n=n: mod.copy_kernel[g](s, d, n, BLOCK=b)))
             med, lo, hi = median_ci(samples)
             assert torch.equal(bufs[0][0], bufs[0][1])
             gbps = 2 * n * 4 / (med * 1e-6) / 1e9
