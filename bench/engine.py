@@ -11,8 +11,9 @@ agent process per candidate (``--fresh`` of them, one worker each). Both use the
 every public and hidden case, then timing. Verdicts of the candidates run both ways must agree.
 
 ``repeatability`` evaluates the reference solutions of ``aten::add`` (memory-bound) and
-``aten::mm`` (its 4096^3 bf16 case) ``--repeats`` times each, one after another, and reports the
-coefficient of variation of each benchmark case's reported median.
+``aten::mm`` (its 4096^3 bf16 case) ``--repeats`` times each, all submitted at once (so other
+evaluations' checking runs around every timed case), and reports the coefficient of variation of
+each benchmark case's reported median.
 
 ``copy`` measures the device's peak bandwidth the way the agent does (``device_agent.peaks``)
 and times a plain Triton copy kernel with the agent's timer protocol (rotating buffers, L2 flush,
@@ -85,7 +86,7 @@ def throughput(args: argparse.Namespace) -> None:
     sources = [add_variant(i) for i in range(args.n)]
     assert len(set(sources)) == len(sources)
     rows: dict[str, Any] = {"n": args.n, "workers": args.workers}
-    with LocalAgent(platform=args.platform, workers=args.workers,
+    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-v",),
                     log_path=args.out / "throughput-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
         t0 = time.monotonic()
@@ -96,7 +97,7 @@ def throughput(args: argparse.Namespace) -> None:
     fresh: list[dict[str, Any]] = []
     for i in range(args.fresh):
         t0 = time.monotonic()
-        with LocalAgent(platform=args.platform, workers=1,
+        with LocalAgent(platform=args.platform, workers=1, extra_args=("-v",),
                         log_path=args.out / f"fresh-agent-{i}.log") as agent:
             asyncio.run(agent.wait_serving(timeout=600))
             (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1))
@@ -120,14 +121,21 @@ def throughput(args: argparse.Namespace) -> None:
 
 def repeatability(args: argparse.Namespace) -> None:
     out: dict[str, list[dict[str, Any]]] = {}
-    with LocalAgent(platform=args.platform, log_path=args.out / "repeat-agent.log") as agent:
+    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-v",),
+                    log_path=args.out / "repeat-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
-        for op in ("aten::add", "aten::mm"):
-            spec = operators.get(op)
-            out[op] = []
-            for _ in range(args.repeats):
-                (v,) = asyncio.run(_evaluate_all(agent.address, [spec.solution], op, 1))
-                out[op].append(_row(v))
+
+        async def both() -> None:
+            # All at once: each timed case holds the device alone while the other evaluations'
+            # correctness work goes on around it, as in a real sweep.
+            ops = ("aten::add", "aten::mm")
+            results = await asyncio.gather(*(
+                _evaluate_all(agent.address, [operators.get(op).solution] * args.repeats, op,
+                              args.repeats) for op in ops))
+            for op, verdicts in zip(ops, results, strict=True):
+                out[op] = [_row(v) for v in verdicts]
+
+        asyncio.run(both())
     (args.out / "repeatability.json").write_text(json.dumps(out, indent=1))
     print("| problem | case | median of medians µs | CV of medians | min–max µs | samples "
           "| SM MHz | max °C |")
@@ -220,9 +228,10 @@ def main() -> None:
         if name == "throughput":
             p.add_argument("--n", type=int, default=60)
             p.add_argument("--workers", type=int, default=12)
-            p.add_argument("--fresh", type=int, default=6)
+            p.add_argument("--fresh", type=int, default=4)
         if name == "repeatability":
             p.add_argument("--repeats", type=int, default=10)
+            p.add_argument("--workers", type=int, default=8)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.fn(args)

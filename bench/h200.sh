@@ -31,3 +31,5 @@ for step in "$@"; do
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
+# The device tool returns a handful of files: pack everything into one.
+tar -czf "${RESULTS_TAR:-/tmp/results.tgz}" -C "$OUT" . && echo "packed $(ls "$OUT" | wc -l) files"

@@ -148,8 +148,8 @@ class Evaluator:
         self.secret = secret
         self.budgets = budgets or StageBudgets()
         self.tier = Tier.CPU if platform.name == "cpu" else Tier.FULL
-        # One gate per device: correctness calls share it, each timed case holds it alone.
-        self.gates = [DeviceGate() for _ in pools]
+        # One gate per device (the pool's): checking shares it, each timed case holds it alone.
+        self.gates = [pool.gate for pool in pools]
         self.system = SystemInfo(platform=platform.name)
         self.datasheet = self.system  # the workers' own report: datasheet peaks, for the floor
         self._peaks: dict[str, Any] | None = None
@@ -236,7 +236,10 @@ class Evaluator:
         spec = self.resolve(req)
         chash = candidate_hash(req.source)
 
+        marks: dict[str, float] = {}  # first time each stage was reached, for the log
+
         def report(stage: Stage, detail: str = "", done: int = 0, total: int = 0) -> None:
+            marks.setdefault(stage.name.lower(), time.monotonic())
             if progress is not None:
                 progress(Progress(stage, detail, done, total))
 
@@ -272,9 +275,12 @@ class Evaluator:
             self.datasheet = SystemInfo(**worker.ready["system"])
             self.system = self._with_peaks(self.datasheet)
         try:
-            return await self._run(worker, pool_index, prepared, req, deadline, t0, report)
+            verdict = await self._run(worker, pool_index, prepared, req, deadline, t0, report)
         finally:
             await pool.release(worker)
+        log.info("%s %s %s in %.1fs (%s)", spec.ref, chash[:12], verdict.status.name,
+                 verdict.wall_seconds, _stage_durations(marks, t0))
+        return verdict
 
     def _stage_deadline(self, budget: float, deadline: float) -> float:
         return min(time.monotonic() + budget, deadline - self.budgets.margin_s)
@@ -368,7 +374,7 @@ class Evaluator:
                     return verdict(Status.CHEAT_DETECTED,
                                    " ; ".join(f.evidence for f in findings)[:1500],
                                    cases=tuple(results), findings=findings)
-                results.append(self._check_case(p, i, msg))
+                results.append(await asyncio.to_thread(self._check_case, p, i, msg))
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
@@ -480,15 +486,20 @@ class Evaluator:
                            "budget_s": self.budgets.timing_case_budget_s, "l2_bytes": 0})
         out: list[CaseTiming] = []
         rechecks: list[tuple[Any, int, Any]] = []  # (case, seed, outputs after timing)
+        async def expect(kind: str, index: int) -> None:
+            msg = await recv(timing_deadline)
+            if msg.get("type") == "timing_error":
+                raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
+            if msg.get("type") != kind or msg.get("index") != index:
+                raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+
         for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
+            # Host-side input generation needs no gate; the upload shares the device.
+            await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
+            await expect("built", index)
             async with gate.shared():
-                await worker.send({"type": "prepare", "nonce": nonce, "index": index,
-                                   "seed": seed})
-                msg = await recv(timing_deadline)
-                if msg.get("type") == "timing_error":
-                    raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
-                if msg.get("type") != "prepared" or msg.get("index") != index:
-                    raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+                await worker.send({"type": "upload", "nonce": nonce, "index": index})
+                await expect("prepared", index)
             async with gate.exclusive():
                 await worker.send({"type": "go", "nonce": nonce, "index": index})
                 msg = await recv(timing_deadline)
@@ -580,6 +591,13 @@ async def _quiet_send(worker: Worker, msg: dict[str, Any]) -> None:
         await worker.send(msg)
     except (ConnectionError, OSError):
         pass
+
+
+def _stage_durations(marks: dict[str, float], t0: float) -> str:
+    """``static 0.0s, queued 1.2s, ...``: how long each reached stage lasted."""
+    names = sorted(marks, key=marks.__getitem__)
+    ends = [marks[n] for n in names[1:]] + [time.monotonic()]
+    return ", ".join(f"{n} {end - marks[n]:.1f}s" for n, end in zip(names, ends, strict=True))
 
 
 def _float_or_none(value: Any) -> float | None:

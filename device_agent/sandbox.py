@@ -41,7 +41,8 @@ class SandboxSettings:
     private_network: bool = True    # when root: a new, empty network namespace
     memory_bytes: int = 8 << 30     # RLIMIT_AS where the platform allows it (cpu)
     file_bytes: int = 64 << 20      # RLIMIT_FSIZE: biggest file (log included) a worker may write
-    extra_processes: int = 16       # RLIMIT_NPROC headroom above the worker's own threads
+    extra_processes: int = 32       # RLIMIT_NPROC headroom above the worker's own threads
+    #                                (the compiler's processes and Triton's threads)
 
     def env(self, uid: int | None, limit_memory: bool) -> dict[str, str]:
         return {

@@ -99,7 +99,14 @@ class CudaTimer:
     def sync(self) -> None:
         torch.cuda.synchronize()
 
+    # A spin kernel queued ahead of the start event keeps the device busy while the host
+    # enqueues the start event, the call's launches and the end event, so host scheduling
+    # jitter (other workers compile on the same host) does not show up as device time.
+    # About 0.2 ms at H200 clocks; launch gaps *inside* a slow wrapper still count.
+    SHIELD_CYCLES = 400_000
+
     def time_us(self, fn: Callable[[], Any]) -> float:
+        torch.cuda._sleep(self.SHIELD_CYCLES)  # type: ignore[no-untyped-call]
         self.start.record()
         fn()
         self.end.record()
@@ -168,24 +175,35 @@ class TimingSets:
     flush: torch.Tensor
 
 
-def prepare_sets(spec: OperatorSpec, case: Case, *, seed: int, device: str, l2_bytes: int = 0,
-                 timer: Timer | None = None) -> TimingSets:
-    """Rotating input sets totalling more than twice the L2 (set ``k`` from ``seed + k``), one
-    copy for the candidate and one for the baseline, and the L2 flush buffer. This is the slow,
-    allocation-heavy part: the agent runs it while other workers may still use the device."""
-    timer = timer or timer_for(device)
-    if l2_bytes <= 0:
-        l2_bytes = timer.l2_bytes()
+def build_sets(spec: OperatorSpec, case: Case, *, seed: int, l2_bytes: int) -> list[Call]:
+    """Rotating input sets on the host, totalling more than twice the L2 (set ``k`` from
+    ``seed + k``). Slow host work: the agent lets it run without holding the device."""
     first = spec.make_call(case, torch.Generator().manual_seed(seed))
     set_bytes = max(1, _call_bytes(first))
     n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
-    cpu_sets = [first] + [spec.make_call(case, torch.Generator().manual_seed(seed + k))
-                          for k in range(1, n_sets)]
+    return [first] + [spec.make_call(case, torch.Generator().manual_seed(seed + k))
+                      for k in range(1, n_sets)]
+
+
+def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device: str,
+                l2_bytes: int, timer: Timer) -> TimingSets:
+    """Device copies of ``cpu_sets`` (one for the candidate, one for the baseline) and the L2
+    flush buffer: device work, done while the device is shared, before it is taken alone."""
     cand_sets = [prepare(c, device) for c in cpu_sets]
     base_sets = [prepare(c, device) for c in cpu_sets]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
     timer.sync()
     return TimingSets(spec, case, device, timer, l2_bytes, cpu_sets, cand_sets, base_sets, flush)
+
+
+def prepare_sets(spec: OperatorSpec, case: Case, *, seed: int, device: str, l2_bytes: int = 0,
+                 timer: Timer | None = None) -> TimingSets:
+    """:func:`build_sets` then :func:`upload_sets`."""
+    timer = timer or timer_for(device)
+    if l2_bytes <= 0:
+        l2_bytes = timer.l2_bytes()
+    cpu_sets = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes)
+    return upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes, timer=timer)
 
 
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,

@@ -170,8 +170,10 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     cmd = ch.recv()
     if cmd.get("type") != "time":
         return
-    from device_agent.timing import measure, prepare_sets
+    from device_agent.timing import build_sets, measure, timer_for, upload_sets
 
+    timer = timer_for(device)
+    l2_bytes = int(cmd["l2_bytes"]) or timer.l2_bytes()
     for _ in range(int(cmd["n_cases"])):
         msg = ch.recv()
         if msg.get("type") != "prepare":
@@ -180,8 +182,12 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         case = spec.benchmark_cases()[index]
         fn = getattr(module, case.entry)
         try:
-            sets = prepare_sets(spec, case, seed=int(msg["seed"]), device=device,
-                                l2_bytes=int(cmd["l2_bytes"]))
+            cpu_sets = build_sets(spec, case, seed=int(msg["seed"]), l2_bytes=l2_bytes)
+            ch.send({"type": "built", "index": index})
+            if ch.recv().get("type") != "upload":
+                return
+            sets = upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes,
+                               timer=timer)
             ch.send({"type": "prepared", "index": index})
             if ch.recv().get("type") != "go":
                 return

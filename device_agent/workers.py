@@ -28,6 +28,7 @@ from typing import Any
 
 from device_agent import sandbox
 from device_agent.codec import encode, read_message
+from device_agent.device_gate import DeviceGate
 from device_agent.platforms import Platform
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,7 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     env.update(platform.worker_env(device_index))
     env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
     env["HOME"] = str(workdir)
+    env["KGB_WORKER_THREADS"] = str(max(1, min(4, (os.cpu_count() or 1) // 4)))
     env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
     if peaks_cache_dir is not None:
         env["KGB_PEAKS_CACHE_DIR"] = str(peaks_cache_dir)
@@ -228,6 +230,9 @@ class WorkerPool:
         self.busy = 0
         self.waiting = 0
         self.system_info: dict[str, Any] = {}  # from the first worker that became ready
+        # The device's gate: workers starting (context creation, warm-up kernel) and exiting
+        # (context teardown) use the device too, so they wait while a case is timed.
+        self.gate = DeviceGate()
 
     async def start(self) -> None:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
@@ -262,7 +267,9 @@ class WorkerPool:
         delay = 0.5
         while not self._closed:
             try:
-                w = await start_worker(self.platform, self.device_index, self.root, self.limits)
+                async with self.gate.shared():
+                    w = await start_worker(self.platform, self.device_index, self.root,
+                                           self.limits)
             except WorkerStartError as exc:
                 log.error("worker start failed (retrying in %.1fs): %s", delay, exc)
                 await asyncio.sleep(delay)
@@ -288,7 +295,8 @@ class WorkerPool:
     async def release(self, w: Worker) -> int | None:
         """Dispose of a used worker (workers are never reused)."""
         self.busy -= 1
-        return await w.dispose()
+        async with self.gate.shared():
+            return await w.dispose()
 
     async def close(self) -> None:
         self._closed = True

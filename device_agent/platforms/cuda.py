@@ -7,6 +7,7 @@ them when the agent measures its device (see docs/architecture.md).
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 from device_agent.platforms.base import Peaks, base_system_info
@@ -53,6 +54,12 @@ class CudaPlatform:
         torch.cuda.set_device(0)
         torch.zeros(1024, device="cuda").add_(1)
         torch.cuda.synchronize()
+        # Host-side tensor work (input sets, copies) gets a few threads, not one per core: many
+        # workers share the host. The pool is started here, before the sandbox counts this
+        # worker's tasks for its process limit, or its lazy start would use up the headroom that
+        # the compiler's own processes (gcc for Triton's launchers) need.
+        torch.set_num_threads(int(os.environ.get("KGB_WORKER_THREADS", "4")))
+        torch.randn(1 << 20).sum()
 
     def device_model(self) -> str:
         import torch
