@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
-LAYERS = ("static", "runtime", "launches")
+LAYERS = ("static", "runtime", "launches", "ghost", "determinism", "integrity", "timing")
+PROBED_CASES = 2  # informative cases that also get a ghost replay and a determinism re-run
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
 LAUNCH_BOUND_US = 10.0
@@ -86,6 +87,7 @@ class _Prepared:
     names: list[str]
     hidden: list[bool]
     case_objs: list[Any] = field(default_factory=list)
+    probes: frozenset[int] = frozenset()  # cases whose outputs a no-op could not produce
 
 
 def candidate_hash(source: bytes) -> str:
@@ -224,8 +226,11 @@ class Evaluator:
             expected.append(spec.reference(call))
             names.append(f"hidden#{len(names)}" if is_hidden else c.name)
             hidden.append(is_hidden)
-        return _Prepared(spec, chash, text, calls, expected, names, hidden,
-                         [c for c, _, _ in cases])
+        case_objs = [c for c, _, _ in cases]
+        probes = [i for i in range(len(calls))
+                  if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
+        return _Prepared(spec, chash, text, calls, expected, names, hidden, case_objs,
+                         frozenset(probes))
 
     # ---- the pipeline ------------------------------------------------------------------------
     async def evaluate(self, req: EvalRequest, deadline: float,
@@ -335,12 +340,18 @@ class Evaluator:
             report(Stage.CORRECTNESS, "", 0, len(p.calls))
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
+            unstable: list[Finding] = []  # determinism: a second run disagreed with the first
             gate = self.gates[pool_index]
             for i in range(len(p.calls)):
+                probe = i in p.probes
                 async with gate.shared():  # not while a neighbour's case is being timed
                     await asyncio.wait_for(
                         worker.send({"type": "call", "nonce": nonce, "index": i,
-                                     "call": _call_to_wire(p.calls[i])}),
+                                     "call": _call_to_wire(p.calls[i]),
+                                     "ghost": probe and "ghost" in self.layers
+                                     and spec.kind is Kind.COMPUTE,
+                                     "repeat": probe and "determinism" in self.layers
+                                     and spec.kind is not Kind.RANDOM}),
                         timeout=max(0.001, correctness_deadline - time.monotonic()))
                     msg = await recv(correctness_deadline)
                 kind = msg.get("type")
@@ -369,12 +380,17 @@ class Evaluator:
                 if kind != "case" or msg.get("index") != i:
                     return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
                 findings = self._runtime_findings(p, i, msg)
+                findings += await asyncio.to_thread(self._ghost_findings, p, i, msg)
                 if findings:
                     await _quiet_send(worker, {"type": "stop", "nonce": nonce})
                     return verdict(Status.CHEAT_DETECTED,
                                    " ; ".join(f.evidence for f in findings)[:1500],
                                    cases=tuple(results), findings=findings)
                 results.append(await asyncio.to_thread(self._check_case, p, i, msg))
+                if results[-1].passed and "repeat_outputs" in msg:
+                    differs = await asyncio.to_thread(self._determinism_finding, p, i, msg)
+                    if differs is not None:
+                        unstable.append(differs)
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
@@ -385,6 +401,11 @@ class Evaluator:
                 return verdict(Status.WRONG_ANSWER,
                                f"{len(failed)} of {len(results)} cases wrong; first {first.name}: "
                                f"{first.mismatch}"[:1500], cases=tuple(results))
+
+            if unstable:
+                await _quiet_send(worker, {"type": "stop", "nonce": nonce})
+                return verdict(Status.WRONG_ANSWER, unstable[0].evidence[:1500],
+                               cases=tuple(results), findings=tuple(unstable))
 
             stage = "timing"
             timings: tuple[CaseTiming, ...] = ()
@@ -397,13 +418,18 @@ class Evaluator:
                     for i, s in enumerate(case_seconds[:3]))
             else:
                 report(Stage.TIMING)
-                timings, rechecks = await self._time(worker, gate, p, nonce, recv, deadline)
-                too_fast = self._below_floor(p.spec, timings)
+                timings, rechecks, during = await self._time(worker, gate, p, nonce, recv,
+                                                             deadline)
+                if during:
+                    return verdict(Status.CHEAT_DETECTED, during[0].evidence[:1500],
+                                   cases=tuple(results), timings=timings, findings=during)
+                too_fast = self._below_floor(p.spec, timings) if "timing" in self.layers else ()
                 if too_fast:
                     return verdict(Status.CHEAT_DETECTED, too_fast[0].evidence,
                                    cases=tuple(results), timings=timings, findings=too_fast)
                 # Outside the device lock: the references are CPU work in the agent.
-                drift = await asyncio.to_thread(self._recheck, p.spec, rechecks)
+                drift = (await asyncio.to_thread(self._recheck, p.spec, rechecks)
+                         if "timing" in self.layers else None)
                 if drift is not None:
                     return verdict(Status.WRONG_ANSWER, drift, cases=tuple(results),
                                    timings=timings,
@@ -440,6 +466,13 @@ class Evaluator:
                 "runtime", "dispatch-guard",
                 f"case {p.names[i]}: the entry point computed with torch ({listed}) outside "
                 "Triton kernels; compute the answer in your own Triton kernels"))
+        tampered = [str(t) for t in (msg.get("integrity") or [])]
+        if tampered and "integrity" in self.layers:
+            found.append(Finding(
+                "integrity", "harness-tampered",
+                f"case {p.names[i]}: the candidate changed the harness: " + "; ".join(tampered[:5])
+                + ". Candidates may not patch torch, triton, timers or the harness, change "
+                "numerics flags, or leave threads running"))
         if ("launches" in self.layers and p.spec.kind is Kind.COMPUTE
                 and int(msg.get("own_launches", 0)) == 0 and _has_elements(msg.get("outputs"))):
             found.append(Finding(
@@ -447,6 +480,50 @@ class Evaluator:
                 f"case {p.names[i]}: produced outputs without launching any @triton.jit kernel "
                 "defined in the candidate; the answer must come from its own Triton kernels"))
         return tuple(found)
+
+    def _ghost_findings(self, p: _Prepared, i: int, msg: dict[str, Any]) -> tuple[Finding, ...]:
+        """Outputs still right with the candidate's own launches skipped: the answer came from
+        somewhere other than its kernels (torch, a cache, the host)."""
+        ghost = msg.get("ghost_outputs")
+        if "ghost" not in self.layers or not isinstance(ghost, list):
+            return ()
+        expected = p.expected[i]
+        if len(ghost) != len(expected):
+            return ()
+        for got, exp in zip(ghost, expected, strict=True):
+            if compare(got, exp, p.spec.tolerance(p.case_objs[i], exp.dtype)) is not None:
+                return ()
+        return (Finding(
+            "ghost", "right-without-kernels",
+            f"case {p.names[i]}: with the candidate's own Triton launches skipped, its outputs "
+            "were still correct, so the answer does not come from its kernels"),)
+
+    def _determinism_finding(self, p: _Prepared, i: int, msg: dict[str, Any]) -> Finding | None:
+        """A second run, with freed memory refilled between the two, must agree with the first
+        (bitwise where the problem demands it, else within the case's tolerance)."""
+        first, second = msg.get("outputs"), msg.get("repeat_outputs")
+        name = p.names[i]
+        if not isinstance(second, list) or not isinstance(first, list) or len(second) != len(first):
+            return Finding("determinism", "second-run-failed",
+                           f"case {name}: the candidate failed when run a second time on the "
+                           "same inputs")
+        for o, a, b, exp in zip(p.calls[i].outputs, first, second, p.expected[i], strict=True):
+            if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+                continue
+            if p.spec.bitwise_deterministic:
+                same = a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
+                detail = "bitwise equality required"
+            else:
+                run1 = Expected(a.detach().cpu().to(exp.value.dtype), exp.dtype, exp.scale)
+                m = compare(b, run1, p.spec.tolerance(p.case_objs[i], exp.dtype))
+                same = m is None
+                detail = m.summary if m is not None else ""
+            if not same:
+                return Finding("determinism", "runs-disagree",
+                               f"case {name}: {o.describe()} differs between two runs on the same "
+                               f"inputs ({detail}); the kernel reads memory it never wrote or "
+                               "races")
+        return None
 
     def _check_case(self, p: _Prepared, i: int, msg: dict[str, Any]) -> CaseResult:
         call, expected, name = p.calls[i], p.expected[i], p.names[i]
@@ -476,9 +553,11 @@ class Evaluator:
 
     async def _time(self, worker: Worker, gate: DeviceGate, p: _Prepared, nonce: str,
                     recv: Callable[[float], Any], deadline: float,
-                    ) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]]]:
+                    ) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]],
+                               tuple[Finding, ...]]:
         """Per benchmark case: the worker builds its input sets while the device is shared,
-        then measures while this agent holds the device alone."""
+        then measures while this agent holds the device alone. Also returns findings made
+        while timing (harness tampering, reported times the wall clock cannot contain)."""
         bench = list(p.spec.benchmark_cases())
         seeds = [secrets.randbits(48) for _ in bench]
         timing_deadline = self._stage_deadline(self.budgets.timing_s, deadline)
@@ -486,6 +565,8 @@ class Evaluator:
                            "budget_s": self.budgets.timing_case_budget_s, "l2_bytes": 0})
         out: list[CaseTiming] = []
         rechecks: list[tuple[Any, int, Any]] = []  # (case, seed, outputs after timing)
+        found: list[Finding] = []
+
         async def expect(kind: str, index: int) -> None:
             msg = await recv(timing_deadline)
             if msg.get("type") == "timing_error":
@@ -501,13 +582,25 @@ class Evaluator:
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
             async with gate.exclusive():
+                went = time.monotonic()
                 await worker.send({"type": "go", "nonce": nonce, "index": index})
                 msg = await recv(timing_deadline)
+                wall = time.monotonic() - went
             if msg.get("type") == "timing_error":
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
             if msg.get("type") != "timing" or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
             rechecks.append((case, seed, msg.get("recheck_outputs")))
+            tampered = [str(t) for t in (msg.get("integrity") or [])]
+            if tampered and "integrity" in self.layers:
+                found.append(Finding("integrity", "harness-tampered",
+                                     f"while timing {case.name}: " + "; ".join(tampered[:5])))
+            reported_s = float(msg.get("samples_sum_us", 0.0)) * 1e-6
+            if "timing" in self.layers and reported_s > wall * 1.02 + 0.001:
+                found.append(Finding(
+                    "timing", "wall-clock-mismatch",
+                    f"while timing {case.name}: the worker reported {reported_s * 1e3:.1f} ms of "
+                    f"timed calls within {wall * 1e3:.1f} ms of the agent's wall clock"))
             med = float(msg["median_us"])
             base = float(msg["baseline_median_us"])
             out.append(CaseTiming(
@@ -520,7 +613,9 @@ class Evaluator:
                 throttled_discarded=int(msg.get("throttled_discarded", 0)),
                 sm_clock_mhz=_float_or_none(msg.get("sm_clock_mhz")),
                 temperature_c=_float_or_none(msg.get("temperature_c"))))
-        return tuple(out), rechecks
+            if found:
+                break
+        return tuple(out), rechecks, tuple(found)
 
     def _recheck(self, spec: OperatorSpec, rechecks: list[tuple[Any, int, Any]]) -> str | None:
         """Compare what the candidate produced after timing with a fresh reference."""
@@ -591,6 +686,26 @@ async def _quiet_send(worker: Worker, msg: dict[str, Any]) -> None:
         await worker.send(msg)
     except (ConnectionError, OSError):
         pass
+
+
+def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expected, ...]) -> bool:
+    """Whether a candidate that does nothing would fail this case: every output has elements
+    and differs from what doing nothing leaves there (the poison, or an in-place argument's
+    original value). Only such cases can show that the answer came from the kernels."""
+    from operators.checking import poison_value
+
+    if not expected:
+        return False
+    args = dict(call.tensor_args())
+    for o, exp in zip(call.outputs, expected, strict=True):
+        if exp.value.numel() == 0:
+            return False
+        untouched = args.get(o.key) if o.where == "arg" and o.key in call.mutable else None
+        if untouched is None:
+            untouched = torch.full(tuple(exp.value.shape), poison_value(exp.dtype), dtype=exp.dtype)
+        if compare(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
+            return False
+    return True
 
 
 def _stage_durations(marks: dict[str, float], t0: float) -> str:

@@ -58,11 +58,65 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+def _claims_dir() -> Path:
+    return Path(os.environ.get("KGB_UID_CLAIMS_DIR", "/tmp/kgb-uid-claims"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _claim(uid: int) -> bool:
+    """Take ``uid`` for one worker of this agent: a claim file created exclusively, so agents
+    sharing a host never hand out (and later kill) each other's uids. A dead agent's claims
+    are taken over."""
+    path = _claims_dir() / str(uid)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            try:
+                owner = int(path.read_text().strip() or 0)
+            except (OSError, ValueError):
+                return False
+            if owner and _alive(owner):
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # stale: the agent that claimed it is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        if _owned_pids(uid):  # something still runs as this uid: leave it alone
+            release_uid(uid)
+            return False
+        return True
+    return False
+
+
 def next_uid(settings: SandboxSettings) -> int | None:
-    """A fresh uid for the next worker (None when not root or dropping is off)."""
+    """A fresh uid for the next worker (None when not root or dropping is off), claimed until
+    :func:`release_uid`."""
     if not (settings.drop_user and is_root()):
         return None
-    return UID_BASE + next(_uids) % UID_SPAN
+    _claims_dir().mkdir(mode=0o700, exist_ok=True)
+    start = (os.getpid() * 7919 + next(_uids)) % UID_SPAN
+    for k in range(UID_SPAN):
+        uid = UID_BASE + (start + k) % UID_SPAN
+        if _claim(uid):
+            return uid
+    raise RuntimeError(f"no free worker uid in {UID_BASE}..{UID_BASE + UID_SPAN - 1}")
+
+
+def release_uid(uid: int | None) -> None:
+    if uid is not None:
+        with contextlib.suppress(FileNotFoundError):
+            (_claims_dir() / str(uid)).unlink()
 
 
 def prepare_workdir(path: Path, uid: int | None) -> None:
@@ -75,22 +129,28 @@ def prepare_workdir(path: Path, uid: int | None) -> None:
     os.chmod(path, 0o700)
 
 
+def _owned_pids(uid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
 def kill_uid(uid: int | None) -> int:
     """SIGKILL every process owned by ``uid``; returns how many were signalled."""
     if uid is None:
         return 0
     killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            st = entry.stat()
-        except OSError:
-            continue
-        if st.st_uid == uid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
+    for pid in _owned_pids(uid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
     return killed
 
 

@@ -285,6 +285,7 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
     bm, _, _ = median_ci(base)
     return {"l2_bytes": sets.l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
             "samples": len(cand), "baseline_median_us": bm, "baseline_samples": len(base),
+            "samples_sum_us": sum(cand) + sum(base),
             "wall_s": wall, "input_sets": n_sets, "throttled_discarded": discarded,
             "sm_clock_mhz": sum(clocks) / len(clocks) if clocks else None,
             "temperature_c": max(temps) if temps else None,

@@ -1,14 +1,17 @@
 """Hooks on Triton's launch entry points, installed in each worker before any candidate exists.
 
-Two things need to know when a Triton kernel is being launched: the dispatch guard (the
+Three things need to know when a Triton kernel is being launched: the dispatch guard (the
 interpreter and the autotuner use torch internally, which is not the candidate computing with
-torch) and launch accounting (a ``compute`` problem's candidate must run its own kernels).
+torch), launch accounting (a ``compute`` problem's candidate must run its own kernels) and the
+ghost replay, which runs a case again with the candidate's own launches skipped: its outputs
+must then be wrong, or the answer came from somewhere else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _state = threading.local()
@@ -18,6 +21,16 @@ _installed = False
 def depth() -> int:
     """How many Triton launches are active on this thread (0: candidate Python code)."""
     return int(getattr(_state, "depth", 0))
+
+
+@contextlib.contextmanager
+def suppressed(module: str) -> Iterator[None]:
+    """Within the block, top-level launches of kernels defined in ``module`` do nothing."""
+    _state.suppressed = module
+    try:
+        yield
+    finally:
+        _state.suppressed = None
 
 
 def start_recording() -> None:
@@ -39,8 +52,12 @@ def _kernel_module(obj: Any) -> str:
 
 def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if depth() == 0 and hasattr(_state, "launches"):
-            _state.launches.append(_kernel_module(self))
+        if depth() == 0:
+            module = _kernel_module(self)
+            if hasattr(_state, "launches"):
+                _state.launches.append(module)
+            if module and module == getattr(_state, "suppressed", None):
+                return None
         _state.depth = depth() + 1
         try:
             return original(self, *args, **kwargs)

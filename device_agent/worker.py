@@ -90,6 +90,46 @@ def _call_from_wire(w: dict[str, Any]) -> Any:
                 mutable=frozenset(w["mutable"]), out_buffers=frozenset(w["out_buffers"]))
 
 
+def _ghost_run(fn: Any, call: Any, device: str, module_name: str) -> list[Any] | None:
+    """The case again on fresh copies, with the candidate's own Triton launches skipped.
+    Outputs come back for the agent to compare with the reference (None if the call failed,
+    which is what an honest candidate may well do without its kernels)."""
+    from device_agent import triton_hooks
+    from operators.invoke import collect, invoke, prepare, synchronize
+
+    dev_call = prepare(call, device)
+    try:
+        with triton_hooks.suppressed(module_name):
+            result = invoke(fn, dev_call)
+            synchronize(device)
+        return [_output(o) for o in collect(dev_call, result)]
+    except BaseException:  # noqa: BLE001 - failing without its kernels is no evidence
+        return None
+
+
+POISON_PATTERN = 0x5A  # bytes of freed device memory between the two determinism runs
+
+
+def _repeat_run(fn: Any, call: Any, device: str) -> list[Any] | None:
+    """The case again after refilling freed memory with a different pattern: a kernel that
+    reads memory it never wrote (or races) gives a different answer the second time."""
+    import torch
+
+    from operators.invoke import collect, invoke, prepare, synchronize
+
+    nbytes = sum(v.numel() * v.element_size() for _, v in call.tensor_args())
+    junk = torch.empty(min(max(4 * nbytes, 1 << 20), 1 << 30), dtype=torch.uint8, device=device)
+    junk.fill_(POISON_PATTERN)
+    del junk  # back to the allocator's free list, full of the pattern
+    dev_call = prepare(call, device)
+    try:
+        result = invoke(fn, dev_call)
+        synchronize(device)
+        return [_output(o) for o in collect(dev_call, result)]
+    except BaseException:  # noqa: BLE001 - a crash on the second run is a difference too
+        return None
+
+
 def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     import torch
 
@@ -98,6 +138,14 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
 
     device = platform.torch_device
     spec = operators.get(job["operator_id"])
+
+    layers = set(job.get("layers", []))
+    from device_agent import integrity
+
+    snapshot = integrity.capture() if "integrity" in layers else None
+
+    def tampering() -> list[str]:
+        return integrity.violations(snapshot) if snapshot is not None else []
 
     # ---- load --------------------------------------------------------------------------------
     try:
@@ -124,7 +172,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     from device_agent import triton_hooks
     from device_agent.dispatch_guard import DispatchGuard
 
-    guard_on = "runtime" in job.get("layers", [])
+    guard_on = "runtime" in layers
     for i in range(int(job["n_calls"])):
         msg = ch.recv()  # one case per frame keeps frames bounded by the largest case
         if msg.get("type") != "call" or msg.get("index") != i:
@@ -159,9 +207,16 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         elapsed = time.perf_counter() - t0
         outs = [_output(o) for o in collect(dev_call, result)]
         post = {str(k): v.detach() for k, v in dev_call.tensor_args()}
-        ch.send({"type": "case", "index": i, "outputs": outs, "post_inputs": post,
-                 "seconds": elapsed, "own_launches": own_launches,
-                 "guard": sorted(guard.violations) if guard is not None else []})
+        reply: dict[str, Any] = {
+            "type": "case", "index": i, "outputs": outs, "post_inputs": post,
+            "seconds": elapsed, "own_launches": own_launches,
+            "guard": sorted(guard.violations) if guard is not None else [],
+            "integrity": tampering()}
+        if msg.get("ghost"):
+            reply["ghost_outputs"] = _ghost_run(fn, call, device, module.__name__)
+        if msg.get("repeat"):
+            reply["repeat_outputs"] = _repeat_run(fn, call, device)
+        ch.send(reply)
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------
@@ -192,6 +247,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             if ch.recv().get("type") != "go":
                 return
             result = measure(sets, fn, budget_s=float(cmd["budget_s"]))
+            result["integrity"] = tampering()
             del sets
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,

@@ -156,6 +156,7 @@ class Worker:
             code = None
         sandbox.kill_uid(self.uid)  # anything forked between the kill and the reap
         shutil.rmtree(self.workdir, ignore_errors=True)
+        sandbox.release_uid(self.uid)
         with contextlib.suppress(OSError):
             self.log_path.unlink()
         return code

@@ -10,6 +10,15 @@ import operators
 from coordinator.local_agent import LocalAgent
 
 
+def only_layer(*layers: str) -> tuple[str, ...]:
+    """Agent arguments that switch off every anti-cheat layer except ``layers``."""
+    from device_agent.evaluation import LAYERS
+
+    unknown = set(layers) - set(LAYERS)
+    assert not unknown, f"unknown layers {unknown}"
+    return tuple(a for layer in LAYERS if layer not in layers for a in ("--disable-layer", layer))
+
+
 @contextlib.contextmanager
 def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None = None,
                   wait: bool = True) -> Iterator[str]:

@@ -1,8 +1,10 @@
 """The runtime dispatch guard on its own: torch compute in any syntax is caught during the
 candidate's own code; Triton launches (interpreter, autotuner) are not counted; honest code
-passes. The shared test agent runs with the static layer off, so a catch here is the runtime's."""
+passes. The agent tests run with every other layer off, so a catch here is the runtime's."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,7 +18,7 @@ from operators.spec import Kind, Tier
 from operators.testing import load_module
 from protos.records import Status
 from tests.device_agent.test_agent import evaluate, fixture
-from tests.helpers import softmax_with_libdevice
+from tests.helpers import only_layer, running_agent, softmax_with_libdevice
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,9 +60,15 @@ def test_kind_allow_lists() -> None:
     assert "zeros" in allowed_ops(Kind.COMPUTE) and "zeros" not in allowed_ops(Kind.ALLOC)
 
 
+@pytest.fixture(scope="module")
+def runtime_only_agent(agent_secret_env: None) -> Iterator[str]:
+    with running_agent(*only_layer("runtime"), workers=2) as address:
+        yield address
+
+
 @pytest.mark.parametrize("name", ["add_torch_operators.py", "add_torch_add.py"])
-def test_agent_flags_torch_compute_as_cheat(cpu_agent: str, name: str) -> None:
-    v = evaluate(cpu_agent, fixture(name))
+def test_agent_flags_torch_compute_as_cheat(runtime_only_agent: str, name: str) -> None:
+    v = evaluate(runtime_only_agent, fixture(name))
     assert v.status is Status.CHEAT_DETECTED, v.message
     guard = [f for f in v.findings if f.layer == "runtime"]
     assert guard and guard[0].rule == "dispatch-guard" and "aten.add" in guard[0].evidence

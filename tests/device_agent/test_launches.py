@@ -17,7 +17,7 @@ from operators.spec import Tier
 from operators.testing import load_module
 from protos.records import Status
 from tests.device_agent.test_agent import evaluate, fixture
-from tests.helpers import running_agent
+from tests.helpers import only_layer, running_agent
 
 
 def _own_launches(spec: operators.OperatorSpec, source: str) -> list[int]:
@@ -50,7 +50,7 @@ def test_decoy_kernel_launches_nothing() -> None:
 
 @pytest.fixture(scope="module")
 def launches_only_agent(agent_secret_env: None) -> Iterator[str]:
-    with running_agent("--disable-layer", "static", "--disable-layer", "runtime") as address:
+    with running_agent(*only_layer("launches")) as address:
         yield address
 
 
