@@ -474,7 +474,10 @@ class Evaluator:
                 + ". Candidates may not patch torch, triton, timers or the harness, change "
                 "numerics flags, or leave threads running"))
         if ("launches" in self.layers and p.spec.kind is Kind.COMPUTE
-                and int(msg.get("own_launches", 0)) == 0 and _has_elements(msg.get("outputs"))):
+                and int(msg.get("own_launches", 0)) == 0 and _has_elements(msg.get("outputs"))
+                # Doing nothing may be the right answer (saxpy with alpha = 0 leaves y as it
+                # is, as cuBLAS does): only a case a no-op would fail demands a launch.
+                and _informative(p.spec, p.case_objs[i], p.calls[i], p.expected[i])):
             found.append(Finding(
                 "launches", "no-own-kernel",
                 f"case {p.names[i]}: produced outputs without launching any @triton.jit kernel "

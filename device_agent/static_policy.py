@@ -36,6 +36,7 @@ _TORCH_ALLOWED = frozenset({
     "cuda.is_available", "cuda.current_device", "cuda.device_count", "cuda.get_device_properties",
     "cuda.get_device_capability", "cuda.get_device_name", "cuda.device", "cuda.set_device",
     "cuda.synchronize", "version.hip", "no_grad", "inference_mode",
+    "tensor",  # a small tensor of Python values (shapes, strides) for a kernel to read
 })
 _TORCH_ALLOWED_BY_KIND: dict[Kind, frozenset[str]] = {
     Kind.VIEW: frozenset({"as_strided", "narrow", "select", "t", "reshape", "unsqueeze",
@@ -45,10 +46,11 @@ _TORCH_DENIED_BY_KIND: dict[Kind, frozenset[str]] = {
     # An allocation problem may not call the allocator that *is* the answer (issue #7 refines).
     Kind.ALLOC: frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like"}),
 }
-# Tensor methods that compute an answer. Names shared with Python's own containers and strings
-# (sort, split, index, count, copy …) are left to the runtime layer to avoid flagging honest code.
-COMPUTE_METHODS = frozenset({
-    "abs", "abs_", "acos", "acosh", "add", "add_", "addcdiv", "addcmul", "addmm", "addmv",
+# Tensor methods that compute an answer, and their in-place ``_`` forms. Names shared with
+# Python's own containers and strings (add, sort, split, index, count, copy …) are left to the
+# runtime layer to avoid flagging honest code such as ``seen.add(key)``.
+_COMPUTE_NAMES = frozenset({
+    "abs", "abs_", "acos", "acosh", "add_", "addcdiv", "addcmul", "addmm", "addmv",
     "all", "amax", "amin", "any", "argmax", "argmin", "argsort", "asin", "atan", "atan2", "baddbmm",
     "bernoulli", "bernoulli_", "bmm", "ceil", "clamp", "clamp_", "clip", "cos", "cosh", "cross",
     "cummax", "cummin", "cumprod", "cumsum", "cumsum_", "diff", "digamma", "div", "div_", "dot",
@@ -66,7 +68,21 @@ COMPUTE_METHODS = frozenset({
     "square", "std", "sub", "sub_", "sum", "tan", "tanh", "tensordot", "topk", "trace", "tril",
     "triu", "true_divide", "trunc", "uniform_", "var", "where", "xlogy", "msort", "unique",
     "bincount", "histc", "flip", "fliplr", "flipud", "take", "take_along_dim", "einsum",
+    "addbmm", "addr", "cumulative_trapezoid", "logical_xor", "sinc", "softplus",
+    "rsub", "float_power", "copysign", "nextafter", "ldexp", "frexp", "kron",
+    "chain_matmul", "inner", "vdot", "cov", "corrcoef", "cdist", "dist",
 })
+COMPUTE_METHODS = _COMPUTE_NAMES | {n + "_" for n in _COMPUTE_NAMES if not n.endswith("_")}
+# Arithmetic dunders: ``a.__matmul__(b)`` is ``a @ b`` spelled so the operator is not visible.
+DUNDER_ARITHMETIC = frozenset(
+    f"__{r}{op}__" for op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
+                              "neg", "abs", "and", "or", "xor", "lshift", "rshift")
+    for r in ("", "r", "i"))
+# operator-module spellings of torch compute and of dynamic method calls.
+_OPERATOR_DENIED = frozenset({"operator.matmul", "operator.imatmul", "operator.methodcaller"})
+# Attributes that reach a module's or function's internals.
+_INTROSPECTION_ATTRS = frozenset({"__dict__", "__globals__", "__builtins__", "__code__",
+                                  "__closure__", "__getattribute__", "__subclasses__"})
 CPU_ROUND_TRIPS = frozenset({"cpu", "numpy", "tolist", "item"})
 _DYNAMIC_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "globals", "locals",
                                "vars", "breakpoint", "input", "open", "delattr"})
@@ -219,11 +235,20 @@ class _Checker(ast.NodeVisitor):
             elif name not in self.torch_allowed:
                 self.flag(node, "torch-call",
                           f"`{q}` computes with torch; compute in your own Triton kernels")
+        elif q in _OPERATOR_DENIED:
+            self.flag(node, "dynamic-attribute" if q.endswith("methodcaller") else "matmul-operator",
+                      f"`{q}` computes with torch or calls a method by name")
         elif q.startswith("triton.") or q.split(".")[0] in ALLOWED_IMPORT_ROOTS - {"torch"}:
             return
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in _INTROSPECTION_ATTRS:
+            self.flag(node, "introspection",
+                      f"`.{node.attr}` reaches into a module's or function's internals")
+        self.generic_visit(node)
+
     def _check_method(self, node: ast.AST, name: str) -> None:
-        if name in COMPUTE_METHODS:
+        if name in DUNDER_ARITHMETIC or name in COMPUTE_METHODS:
             self.flag(node, "tensor-method", f"`.{name}()` computes with torch; use a Triton kernel")
         elif name in CPU_ROUND_TRIPS and not (name == "item" and self.kind is Kind.SCALAR):
             self.flag(node, "cpu-roundtrip", f"`.{name}()` moves data to the host")

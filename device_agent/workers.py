@@ -203,8 +203,10 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
         await worker.dispose()
         raise WorkerStartError(f"worker did not become ready ({type(exc).__name__}); log:\n{tail}") from None
     if msg.get("type") != "ready":
+        tail = worker.log_tail()  # e.g. the compiler's own error when Triton's build fails
         await worker.dispose()
-        raise WorkerStartError(f"worker failed to start: {msg.get('message')}\n{msg.get('traceback', '')}")
+        raise WorkerStartError(f"worker failed to start: {msg.get('message')}\n"
+                               f"{msg.get('traceback', '')}\nworker log:\n{tail}")
     worker.ready = msg
     return worker
 

@@ -180,15 +180,48 @@ def _patch_libdevice() -> None:
                 setattr(mod, n, fn)
 
 
-def _patch_bf16_dot() -> None:
+def f32_to_bf16_rne(data: Any) -> Any:
+    """float32 values (any numpy float array) to bfloat16 bits, rounding to nearest even as
+    the GPU does; NaN stays a (quiet) NaN. The interpreter truncates instead."""
+    import numpy as np
+
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))))
+               >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(data)
+    if np.any(nan):
+        rounded[nan] = ((bits[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return rounded
+
+
+def f32_to_tf32(data: Any) -> Any:
+    """float32 values rounded to TF32 (10 mantissa bits, nearest even), as tensor cores read
+    float32 ``tl.dot`` inputs under the default ``input_precision="tf32"``."""
+    import numpy as np
+
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    finite = np.isfinite(data)
+    rounded = (bits + (np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1)))) \
+        & np.uint32(0xFFFFE000)
+    return np.where(finite, rounded, bits).view(np.float32).reshape(np.shape(data))
+
+
+def _patch_numerics() -> None:
+    """Make the interpreter round like the GPU where it does not: bf16 ``tl.dot`` (it multiplies
+    raw bits), float32 -> bfloat16 casts (it truncates) and float32 ``tl.dot`` (the GPU's
+    default precision is TF32, the interpreter's full float32) — so a candidate's numerics are
+    judged the same on ``cpu`` as on a GPU."""
     import numpy as np
     import triton.language as tl
+    from triton._C.libtriton import ir
     from triton.runtime import interpreter as interp
 
     builder = interp.InterpreterBuilder
     if getattr(builder.create_dot, "_kgb_patched", False):
         return
-    original = builder.create_dot
+    original_dot = builder.create_dot
+    original_cast = builder.cast_impl
+    original_fp_to_fp = builder.create_fp_to_fp
 
     def widen(h: Any) -> Any:
         if h.dtype.scalar == tl.bfloat16 or str(h.dtype) == "bf16":
@@ -196,12 +229,32 @@ def _patch_bf16_dot() -> None:
             return interp.TensorHandle(bits.view(np.float32), tl.float32)
         return h
 
+    def to_tf32(h: Any) -> Any:
+        return interp.TensorHandle(f32_to_tf32(h.data), h.dtype.scalar)
+
     def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any,
                    max_num_imprecise_acc: Any) -> Any:
-        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+        if (a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32
+                and input_precision == ir.INPUT_PRECISION.TF32):
+            a, b = to_tf32(a), to_tf32(b)
+        return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return interp.TensorHandle(f32_to_bf16_rne(src.data), dst_type.scalar)
+        return original_cast(self, src, dst_type)
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        if (src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16
+                and rounding_mode != ir.ROUNDING_MODE.RTZ):
+            return interp.TensorHandle(f32_to_bf16_rne(src.data), dst_type.scalar)
+        return original_fp_to_fp(self, src, dst_type, rounding_mode)
 
     create_dot._kgb_patched = True  # type: ignore[attr-defined]
     builder.create_dot = create_dot
+    builder.cast_impl = cast_impl
+    builder.create_fp_to_fp = create_fp_to_fp
+    # The lambdas on the class bound the original cast_impl by name lookup at call time.
 
 
 def _patch_benchmarking() -> None:
@@ -219,7 +272,7 @@ def _patch_benchmarking() -> None:
 def install_interpreter_support() -> None:
     """Install the patches (idempotent). Called in cpu workers before any candidate import."""
     _patch_libdevice()
-    _patch_bf16_dot()
+    _patch_numerics()
     _patch_benchmarking()
 
 

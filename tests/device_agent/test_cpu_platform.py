@@ -78,3 +78,46 @@ def test_cpu_bench_and_limit_classification() -> None:
 @pytest.mark.parametrize("name", ["add_autotuned.py", "add_inline_asm.py"])
 def test_fixtures_exist(name: str) -> None:
     assert fixture(name)
+
+
+@triton.jit
+def _cast_bf16(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m).to(tl.bfloat16), mask=m)
+
+
+@triton.jit
+def _dot(a_ptr, b_ptr, c_ptr, N: tl.constexpr, PRECISION: tl.constexpr):
+    r = tl.arange(0, N)
+    a = tl.load(a_ptr + r[:, None] * N + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * N + r[None, :])
+    tl.store(c_ptr + r[:, None] * N + r[None, :], tl.dot(a, b, input_precision=PRECISION))
+
+
+def test_interpreter_rounds_like_the_gpu() -> None:
+    """fp32 -> bf16 casts round to nearest even (the interpreter truncates), and a float32
+    ``tl.dot`` uses TF32 unless the kernel asks for IEEE, as on an NVIDIA GPU."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    install_interpreter_support()
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(3)) * 10
+    x[:4] = torch.tensor([2.1828, float("nan"), float("inf"), -0.0])
+    y = torch.empty(1000, dtype=torch.bfloat16)
+    _cast_bf16[(1,)](x, y, 1000, BLOCK=1024)
+    expected = x.to(torch.bfloat16)
+    assert torch.equal(y[4:], expected[4:]) and y[0].item() == 2.1875
+    assert torch.isnan(y[1]) and y[2].item() == float("inf") and str(y[3].item()) == "-0.0"
+
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
+    exact = (a.double() @ b.double())
+    tf32 = torch.empty(32, 32)
+    ieee = torch.empty(32, 32)
+    _dot[(1,)](a, b, tf32, N=32, PRECISION="tf32")
+    _dot[(1,)](a, b, ieee, N=32, PRECISION="ieee")
+    assert (ieee.double() - exact).abs().max() < 1e-4
+    assert (tf32.double() - exact).abs().max() > 1e-3  # 10-bit mantissa inputs
+    a_t = (a.view(torch.int32) + 0x1000 + ((a.view(torch.int32) >> 13) & 1)) & ~0x1FFF
+    b_t = (b.view(torch.int32) + 0x1000 + ((b.view(torch.int32) >> 13) & 1)) & ~0x1FFF
+    emulated = a_t.view(torch.float32).double() @ b_t.view(torch.float32).double()
+    assert (tf32.double() - emulated).abs().max() < 1e-4

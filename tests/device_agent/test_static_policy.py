@@ -49,7 +49,10 @@ def test_libdevice_candidate_passes() -> None:
     ("return torch.add(self, other, alpha=alpha)", "torch-call"),
     ("return torch.nn.functional.relu(self)", "torch-call"),
     ("return torch.ops.aten.add(self, other)", "torch-ops"),
-    ("return self.add(other)", "tensor-method"),
+    ("return self.add_(other)", "tensor-method"),
+    ("return self.__matmul__(other)", "tensor-method"),
+    ("return self.addmm_(other, other)", "tensor-method"),
+    ("return torch.__dict__['ops'].aten.add(self, other)", "introspection"),
     ("return self.sum() + other", "tensor-method"),
     ("return self @ other", "matmul-operator"),
     ("return torch.tensor(self.cpu().numpy())", "cpu-roundtrip"),
@@ -136,3 +139,11 @@ def test_agent_rejects_with_rule_and_line(static_agent: str) -> None:
             assert ok.status is Status.PASSED
 
     asyncio.run(go())
+
+
+def test_names_shared_with_python_containers_are_left_to_the_runtime_layer() -> None:
+    """``seen.add(key)`` on a set and ``torch.tensor`` metadata are honest wrapper code; the
+    dispatch guard still sees ``tensor.add`` if it reaches torch."""
+    src = _body("seen = set()\nseen.add(self.shape)\n"
+                "meta = torch.tensor(list(self.shape), device=self.device)\nreturn meta")
+    assert check(src) == []

@@ -1,0 +1,130 @@
+"""The red-team corpus: every cheat caught by its own layer alone, no honest candidate flagged.
+
+Each file in ``cheats/`` names, in its header, the problem, the catalogue row it plays
+(``../shared/reference/cheats-and-timing.md``), the layer expected to catch it and the verdict.
+It is evaluated by a real ``cpu`` agent with **only that layer switched on**, so each layer is
+proven on its own (``correctness`` and ``process`` are always on: their agents run with no
+optional layer at all). Each file in ``honest/`` must pass an agent with every layer on.
+
+Verdicts of one agent are computed together (the agent's two workers in parallel) the first
+time a test of that group runs, then each file's test checks its own verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from protos.client import AgentClient
+from protos.records import EvalRequest, Status, Verdict
+from tests.helpers import only_layer, running_agent
+
+HERE = Path(__file__).resolve().parent
+ALWAYS_ON = ("correctness", "process")  # not switchable: their cheats run with no layer on
+# Catalogue rows whose defence needs a GPU (the timing layer, device memory, the profiler);
+# they are exercised on the H200 (bench/h200.sh) rather than here.
+GPU_ONLY_ROWS = {4: "batch-and-skip is visible only to per-call device timing",
+                 17: "garbage shared memory exists only on a GPU",
+                 19: "warm-up detection matters only for timed calls",
+                 20: "the L2 persisting window is a CUDA feature",
+                 22: "the physical floor needs a real device time"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: Path
+    operator: str
+    layer: str
+    expect: Status
+    row: int | None
+
+    @property
+    def id(self) -> str:
+        return self.path.stem
+
+
+def _header(path: Path) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"#\s*(\w+):\s*(.*)", line)
+        if not m:
+            break
+        fields[m.group(1)] = m.group(2).strip()
+    return fields
+
+
+def _load(kind: str) -> list[Entry]:
+    out = []
+    for path in sorted((HERE / kind).glob("*.py")):
+        h = _header(path)
+        if kind == "honest":
+            out.append(Entry(path, h["operator"], "all", Status.PASSED, None))
+        else:
+            out.append(Entry(path, h["operator"], h["layer"], Status[h["expect"]],
+                             int(h["catalogue"])))
+    return out
+
+
+CHEATS = _load("cheats")
+HONEST = _load("honest")
+_verdicts: dict[str, dict[Path, Verdict]] = {}
+
+
+def _agent_args(group: str) -> tuple[str, ...]:
+    if group == "all":
+        return ()
+    return only_layer() if group in ALWAYS_ON else only_layer(group)
+
+
+def _verdicts_for(group: str, entries: list[Entry]) -> dict[Path, Verdict]:
+    if group not in _verdicts:
+        async def run_all(address: str) -> dict[Path, Verdict]:
+            sem = asyncio.Semaphore(2)
+            async with AgentClient(address) as client:
+                async def one(e: Entry) -> tuple[Path, Verdict]:
+                    async with sem:
+                        return e.path, await client.evaluate(
+                            EvalRequest(uuid.uuid4().hex, e.operator, e.path.read_bytes()),
+                            timeout=240)
+                return dict(await asyncio.gather(*(one(e) for e in entries)))
+
+        with running_agent(*_agent_args(group), workers=2) as address:
+            _verdicts[group] = asyncio.run(run_all(address))
+    return _verdicts[group]
+
+
+@pytest.mark.parametrize("entry", sorted(CHEATS, key=lambda e: (e.layer, e.id)), ids=lambda e: e.id)
+def test_cheat_is_caught_by_its_layer_alone(agent_secret_env: None, entry: Entry) -> None:
+    group = [e for e in CHEATS if e.layer == entry.layer]
+    v = _verdicts_for(entry.layer, group)[entry.path]
+    assert v.status is entry.expect, f"{entry.id}: {v.status.name}: {v.message}"
+    if entry.layer not in ("correctness",) and entry.expect is not Status.RUNTIME_ERROR:
+        layers = {f.layer for f in v.findings}
+        assert entry.layer in layers, f"{entry.id}: findings from {layers}, not {entry.layer}"
+
+
+@pytest.mark.parametrize("entry", HONEST, ids=lambda e: e.id)
+def test_honest_candidate_passes_every_layer(agent_secret_env: None, entry: Entry) -> None:
+    v = _verdicts_for("all", HONEST)[entry.path]
+    assert v.status is Status.PASSED, f"{entry.id}: {v.status.name}: {v.message}"
+    assert not v.findings
+
+
+def test_corpus_covers_the_catalogue() -> None:
+    assert len(CHEATS) >= 30 and len(HONEST) >= 30
+    rows = {e.row for e in CHEATS}
+    missing = [r for r in range(1, 26) if r not in rows and r not in GPU_ONLY_ROWS]
+    assert not missing, f"catalogue rows without a cheat in the corpus: {missing}"
+    from device_agent.evaluation import LAYERS
+
+    switchable_with_cheats = {e.layer for e in CHEATS} - set(ALWAYS_ON)
+    assert switchable_with_cheats <= set(LAYERS)
+    # Every switchable layer that can run on the CPU is proven by at least two cheats.
+    for layer in set(LAYERS) - {"timing"}:
+        assert sum(e.layer == layer for e in CHEATS) >= 2, f"layer {layer} has < 2 cheats"
+    assert {e.operator for e in CHEATS} <= {e.operator for e in HONEST}  # honest twins exist
