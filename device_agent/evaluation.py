@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
-LAYERS = ("static", "runtime", "launches", "ghost", "determinism", "integrity", "timing")
+LAYERS = ("static", "runtime", "launches", "ghost", "determinism", "replay", "integrity",
+          "timing")
 PROBED_CASES = 2  # informative cases that also get a ghost replay and a determinism re-run
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
@@ -88,6 +89,8 @@ class _Prepared:
     hidden: list[bool]
     case_objs: list[Any] = field(default_factory=list)
     probes: frozenset[int] = frozenset()  # cases whose outputs a no-op could not produce
+    # Replay probe per probed case: the same case on new contents (inputs, answer).
+    replays: dict[int, tuple[Call, tuple[Expected, ...]]] = field(default_factory=dict)
 
 
 def candidate_hash(source: bytes) -> str:
@@ -229,8 +232,15 @@ class Evaluator:
         case_objs = [c for c, _, _ in cases]
         probes = [i for i in range(len(calls))
                   if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
+        replays = {}
+        if "replay" in self.layers and spec.kind is not Kind.RANDOM:
+            for i in probes:
+                seed = cases[i][2] ^ 0x5EED_5EED
+                alt = spec.make_call(case_objs[i], torch.Generator().manual_seed(seed))
+                if _same_layout(alt, calls[i]):
+                    replays[i] = (alt, spec.reference(alt))
         return _Prepared(spec, chash, text, calls, expected, names, hidden, case_objs,
-                         frozenset(probes))
+                         frozenset(probes), replays)
 
     # ---- the pipeline ------------------------------------------------------------------------
     async def evaluate(self, req: EvalRequest, deadline: float,
@@ -351,7 +361,9 @@ class Evaluator:
                                      "ghost": probe and "ghost" in self.layers
                                      and spec.kind is Kind.COMPUTE,
                                      "repeat": probe and "determinism" in self.layers
-                                     and spec.kind is not Kind.RANDOM}),
+                                     and spec.kind is not Kind.RANDOM,
+                                     "replay": _call_to_wire(p.replays[i][0])
+                                     if i in p.replays else None}),
                         timeout=max(0.001, correctness_deadline - time.monotonic()))
                     msg = await recv(correctness_deadline)
                 kind = msg.get("type")
@@ -391,6 +403,10 @@ class Evaluator:
                     differs = await asyncio.to_thread(self._determinism_finding, p, i, msg)
                     if differs is not None:
                         unstable.append(differs)
+                if results[-1].passed and i in p.replays:
+                    stale = await asyncio.to_thread(self._replay_finding, p, i, msg)
+                    if stale is not None:
+                        unstable.append(stale)
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
@@ -526,6 +542,25 @@ class Evaluator:
                                f"case {name}: {o.describe()} differs between two runs on the same "
                                f"inputs ({detail}); the kernel reads memory it never wrote or "
                                "races")
+        return None
+
+    def _replay_finding(self, p: _Prepared, i: int, msg: dict[str, Any]) -> Finding | None:
+        """The case run again in the *same* buffers refilled with new contents must give the
+        new answer: a result cached by address, shape or object identity gives the old one."""
+        alt, expected = p.replays[i]
+        got = msg.get("replay_outputs")
+        name = p.names[i]
+        if not isinstance(got, list) or len(got) != len(expected):
+            return Finding("replay", "second-call-failed",
+                           f"case {name}: the candidate failed when called again on the same "
+                           "buffers with new contents")
+        for o, out, exp in zip(alt.outputs, got, expected, strict=True):
+            m = compare(out, exp, p.spec.tolerance(p.case_objs[i], exp.dtype))
+            if m is not None:
+                return Finding("replay", "stale-result",
+                               f"case {name}: called again on the same buffers refilled with new "
+                               f"values, {o.describe()} is wrong ({m.summary}); results must not "
+                               "be cached by pointer, shape or object")
         return None
 
     def _check_case(self, p: _Prepared, i: int, msg: dict[str, Any]) -> CaseResult:
@@ -709,6 +744,13 @@ def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expe
         if compare(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
             return False
     return True
+
+
+def _same_layout(a: Call, b: Call) -> bool:
+    """Whether ``a``'s tensors can be copied into ``b``'s buffers (same keys, shapes, dtypes)."""
+    ta, tb = dict(a.tensor_args()), dict(b.tensor_args())
+    return ta.keys() == tb.keys() and all(
+        ta[k].shape == tb[k].shape and ta[k].dtype == tb[k].dtype for k in ta)
 
 
 def _stage_durations(marks: dict[str, float], t0: float) -> str:

@@ -1,6 +1,6 @@
 # operator: vllm::rms_norm
 # catalogue: 3
-# layer: correctness
+# layer: replay
 # expect: WRONG_ANSWER
 # technique: replays a stored output whenever the input/weight data_ptr() and shape repeat
 import torch
