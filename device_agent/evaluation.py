@@ -22,6 +22,7 @@ import logging
 import random
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -146,7 +147,8 @@ class Evaluator:
 
     def __init__(self, platform: Platform, pools: list[WorkerPool], secret: bytes,
                  budgets: StageBudgets | None = None,
-                 layers: frozenset[str] = frozenset(LAYERS)) -> None:
+                 layers: frozenset[str] = frozenset(LAYERS),
+                 public_cache_bytes: int = 2 << 30) -> None:
         self.layers = layers
         self.platform = platform
         self.pools = pools
@@ -158,6 +160,9 @@ class Evaluator:
         self.system = SystemInfo(platform=platform.name)
         self.datasheet = self.system  # the workers' own report: datasheet peaks, for the floor
         self._peaks: dict[str, Any] | None = None
+        self.public_cache_bytes = public_cache_bytes
+        self._public_cache: dict[str, list[tuple[Any, Call, tuple[Expected, ...]]]] = {}
+        self._public_lock = threading.Lock()
 
     def use_peaks(self, measured: dict[str, Any] | None) -> None:
         """Use measured ceilings (bandwidth GB/s, per-dtype TFLOP/s) for speed-of-light."""
@@ -214,21 +219,40 @@ class Evaluator:
                           + f" (`kgb operators show {spec.id}` lists the signatures)")
         return text, ""
 
+    def _public(self, spec: OperatorSpec) -> list[tuple[Any, Call, tuple[Expected, ...]]]:
+        """Inputs and fp64 references of the public cases: the same for every candidate of a
+        problem, so computed once and kept (up to ``public_cache_bytes``, least recently used
+        dropped first). Nothing here is ever mutated: workers get copies."""
+        with self._public_lock:  # one computation per problem even when requests race
+            hit = self._public_cache.pop(spec.ref, None)
+            if hit is None:
+                hit = []
+                for c in spec.public_cases(self.tier):
+                    call = spec.make_call(c, torch.Generator().manual_seed(public_seed(spec, c.name)))
+                    hit.append((c, call, spec.reference(call)))
+            self._public_cache[spec.ref] = hit  # most recently used last
+            while (len(self._public_cache) > 1
+                   and sum(_entry_bytes(v) for v in self._public_cache.values())
+                   > self.public_cache_bytes):
+                self._public_cache.pop(next(iter(self._public_cache)))
+            return hit
+
     def _prepare(self, spec: OperatorSpec, chash: str, text: str) -> _Prepared:
-        cases = [(c, False, public_seed(spec, c.name)) for c in spec.public_cases(self.tier)]
+        public = self._public(spec)
+        cases = [(c, False, public_seed(spec, c.name)) for c, _, _ in public]
+        calls: list[Call] = [call for _, call, _ in public]
+        expected: list[tuple[Expected, ...]] = [exp for _, _, exp in public]
+        names: list[str] = [c.name for c, _, _ in public]
+        hidden: list[bool] = [False] * len(public)
         hseed = hidden_seed(self.secret, spec, chash)
         for i, c in enumerate(spec.hidden_cases(random.Random(hseed), self.tier)):
-            cases.append((c, True, (hseed + 7919 * (i + 1)) & ((1 << 62) - 1)))
-        calls: list[Call] = []
-        expected: list[tuple[Expected, ...]] = []
-        names: list[str] = []
-        hidden: list[bool] = []
-        for c, is_hidden, seed in cases:
+            seed = (hseed + 7919 * (i + 1)) & ((1 << 62) - 1)
+            cases.append((c, True, seed))
             call = spec.make_call(c, torch.Generator().manual_seed(seed))
             calls.append(call)
             expected.append(spec.reference(call))
-            names.append(f"hidden#{len(names)}" if is_hidden else c.name)
-            hidden.append(is_hidden)
+            names.append(f"hidden#{len(names)}")
+            hidden.append(True)
         case_objs = [c for c, _, _ in cases]
         probes = [i for i in range(len(calls))
                   if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
@@ -744,6 +768,17 @@ def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expe
         if compare(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
             return False
     return True
+
+
+def _entry_bytes(entry: list[tuple[Any, Call, tuple[Expected, ...]]]) -> int:
+    total = 0
+    for _, call, exp in entry:
+        total += sum(t.numel() * t.element_size() for _, t in call.tensor_args())
+        for e in exp:
+            total += e.value.numel() * e.value.element_size()
+            if e.scale is not None:
+                total += e.scale.numel() * e.scale.element_size()
+    return total
 
 
 def _same_layout(a: Call, b: Call) -> bool:

@@ -46,3 +46,18 @@ def test_worker_messages_carry_inputs_not_answers() -> None:
     p = ev._prepare(ADD, "1" * 64, ADD.solution)
     wire = _call_to_wire(p.calls[0])
     assert set(wire) == {"entry", "args", "kwargs", "outputs", "mutable", "out_buffers"}
+
+
+def test_public_references_are_computed_once_per_problem_and_bounded() -> None:
+    ev = Evaluator(CpuPlatform(), [], b"k")
+    p1 = ev._prepare(ADD, "1" * 64, ADD.solution)
+    p2 = ev._prepare(ADD, "2" * 64, ADD.solution)
+    n_public = len(ADD.public_cases(ev.tier))
+    assert all(p1.calls[i] is p2.calls[i] and p1.expected[i] is p2.expected[i]
+               for i in range(n_public))  # shared, not recomputed
+    assert p1.calls[n_public:] and p1.calls[n_public] is not p2.calls[n_public]  # hidden: own
+    tiny = Evaluator(CpuPlatform(), [], b"k", public_cache_bytes=1)
+    softmax = operators.get("aten::softmax")
+    tiny._prepare(ADD, "1" * 64, ADD.solution)
+    tiny._prepare(softmax, "1" * 64, softmax.solution)
+    assert list(tiny._public_cache) == [softmax.ref]  # over budget: the older problem dropped

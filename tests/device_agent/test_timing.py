@@ -99,3 +99,15 @@ def test_clocks_and_temperature_are_recorded_where_readable() -> None:
     assert r["temperature_c"] is not None and r["temperature_c"] >= 40.0  # the highest seen
     plain = _time(ADD.solution)
     assert plain["sm_clock_mhz"] is None and plain["temperature_c"] is None
+
+
+def test_stopping_rule_is_robust_to_rare_outliers() -> None:
+    from device_agent.timing import _rse, _settled
+
+    steady = [100.0 + 0.01 * (i % 7) for i in range(60)]
+    assert _settled(steady)
+    spiky = steady[:]
+    spiky[10] = spiky[40] = 2000.0  # two host hiccups: the mean's error stays large ...
+    assert _rse(spiky) > 0.005 and _settled(spiky)  # ... the median's interval does not
+    noisy = [100.0 * (1 + 0.2 * ((i * 37) % 11 - 5) / 5) for i in range(60)]
+    assert not _settled(noisy)
