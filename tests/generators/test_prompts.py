@@ -1,0 +1,307 @@
+"""Prompt templates: every problem renders, ATen prompts carry torch's own schemas, each kind's
+rule and each platform's notes are present, the worked example is an honest candidate that runs,
+and template versions re-render exactly."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see conftest)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import operators  # noqa: E402
+from device_agent import static_policy  # noqa: E402
+from generators.extract import ExtractStatus, extract_code  # noqa: E402
+from generators.llm import Message, Role  # noqa: E402
+from generators.prompts import (  # noqa: E402
+    PromptError,
+    TemplateRegistry,
+    UnknownTemplateError,
+    build_prompt,
+    common,
+    latest_template,
+    template_ids,
+)
+from operators.spec import EntryPoint, Kind, OperatorSpec, Source  # noqa: E402
+
+PLATFORMS = ("cuda", "cpu")
+SPECS = operators.all_specs()
+
+
+def _id(spec: OperatorSpec) -> str:
+    return spec.id
+
+
+def fake_spec(op_id: str, kind: Kind = Kind.COMPUTE, *,
+              entry_points: tuple[EntryPoint, ...] | None = None,
+              description: str = "Fake problem for prompt tests: out = f(x).") -> OperatorSpec:
+    """A problem that is not registered (templates only read its declarations)."""
+    name = op_id.split("::", 1)[1]
+    attrs: dict[str, Any] = {
+        "id": op_id, "version": 3, "kind": kind, "source": Source(op_id.split("::", 1)[0]),
+        "entry_points": entry_points or (
+            EntryPoint(name, f"{name}(x: Tensor, alpha: float) -> Tensor", "f of x."),
+            EntryPoint(f"{name}_out", f"{name}_out(x: Tensor, alpha: float, *, out: Tensor) -> Tensor",
+                       "Writes f(x) into out."),
+        ),
+        "description": description,
+    }
+    return type("FakeSpec", (OperatorSpec,), attrs)()
+
+
+def user_text(spec: OperatorSpec, platform: str, version: str | None = None) -> str:
+    prompt = build_prompt(spec, platform, template_version=version)
+    assert [m.role for m in prompt.messages] == [Role.SYSTEM, Role.USER]
+    return prompt.messages[1].content
+
+
+# ---- every problem renders ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", SPECS, ids=_id)
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_every_problem_renders(spec: OperatorSpec, platform: str) -> None:
+    prompt = build_prompt(spec, platform)
+    assert prompt.operator_id == spec.id
+    assert prompt.template == latest_template(spec.source) == f"{spec.source.value}/v1"
+    text = prompt.messages[1].content
+    assert spec.description in text
+    for e in spec.entry_points:
+        assert f"`{e.signature}`" in text
+    assert common.KIND_POLICY_V1[spec.kind] in text
+    assert common.PLATFORM_NOTES_V1[platform] in text
+
+
+def test_registered_templates() -> None:
+    assert template_ids() == ["aten/v1", "vllm/v1", "cublas/v1"]
+
+
+def test_system_message_is_shared_by_every_problem_and_platform() -> None:
+    systems = {build_prompt(s, p).messages[0] for s in SPECS for p in PLATFORMS}
+    assert systems == {common.system_message_v1()}
+
+
+# ---- ATen: torch's own schemas and docstrings ---------------------------------------------------
+
+def _torch_overload(op: str, entry: str) -> str:
+    return "default" if entry == op else entry.removeprefix(op + "_")
+
+
+@pytest.mark.parametrize("spec", operators.all_specs(source="aten"), ids=_id)
+def test_aten_prompt_has_torch_schemas(spec: OperatorSpec) -> None:
+    op = spec.id.split("::", 1)[1]
+    packet = getattr(torch.ops.aten, op)
+    text = user_text(spec, "cuda")
+    for e in spec.entry_points:
+        overload = _torch_overload(op, e.name)
+        assert overload in packet.overloads(), f"{e.name}: torch has no overload {op}.{overload}"
+        schema = str(getattr(packet, overload)._schema)
+        assert f"ATen schema: `{schema}`" in text
+    doc = inspect.cleandoc(getattr(torch, op).__doc__)
+    first_line = doc.strip().split("\n")[0]
+    assert first_line in text
+
+
+def test_aten_docstring_is_trimmed_before_examples() -> None:
+    text = user_text(operators.get("aten::mm"), "cpu")
+    assert "Performs a matrix multiplication" in text
+    assert ">>>" not in text and "Example::" not in text
+
+
+def test_aten_falls_back_when_torch_lacks_the_operator() -> None:
+    spec = fake_spec("aten::kgb_no_such_op")
+    text = user_text(spec, "cpu")
+    assert text.count("ATen schema: not found in this PyTorch build") == 2
+    assert "PyTorch has no Python docstring for `kgb_no_such_op`" in text
+    assert spec.description in text
+
+
+def test_aten_unknown_overload_falls_back() -> None:
+    spec = fake_spec("aten::add", entry_points=(
+        EntryPoint("add_Tensor", "add_Tensor(self: Tensor, other: Tensor) -> Tensor"),
+        EntryPoint("add_NoSuchOverload", "add_NoSuchOverload(self: Tensor) -> Tensor"),
+        EntryPoint("plus", "plus(self: Tensor) -> Tensor"),
+    ))
+    text = user_text(spec, "cuda")
+    assert str(torch.ops.aten.add.Tensor._schema) in text
+    assert text.count("ATen schema: not found in this PyTorch build") == 2
+
+
+# ---- vLLM and cuBLAS: semantics and exact signatures -------------------------------------------
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.source is not Source.ATEN], ids=_id)
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_vllm_cublas_prompts_state_semantics_and_signatures(spec: OperatorSpec, platform: str) -> None:
+    text = user_text(spec, platform)
+    assert f"Reference semantics:\n{spec.description}" in text
+    for e in spec.entry_points:
+        assert f"- `{e.signature}`" in text
+    assert ("vLLM v0.13.0" if spec.source is Source.VLLM else "cuBLAS v12.4") in text
+
+
+# ---- rules, kinds, platforms --------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", list(Kind))
+@pytest.mark.parametrize("op_id", ["aten::kgb_fake", "vllm::kgb_fake", "cublas::kgb_fake"])
+def test_each_kind_gets_its_rule(kind: Kind, op_id: str) -> None:
+    text = user_text(fake_spec(op_id, kind), "cuda")
+    assert common.KIND_POLICY_V1[kind] in text
+    assert f"Kind `{kind.value}`" in text
+    others = [k for k in Kind if k is not kind]
+    assert not any(f"Kind `{k.value}`:" in text for k in others)
+
+
+def test_kind_rules_say_what_matters() -> None:
+    p = common.KIND_POLICY_V1
+    assert "own Triton kernels" in p[Kind.COMPUTE]
+    assert "aliasing" in p[Kind.VIEW] and "as_strided" in p[Kind.VIEW]
+    assert "`torch.zeros`, `ones`, `full`" in p[Kind.ALLOC] and "forbidden" in p[Kind.ALLOC]
+    assert ".item()" in p[Kind.SCALAR]
+    assert "distribution" in p[Kind.RANDOM]
+
+
+def test_rules_are_in_every_prompt() -> None:
+    system = build_prompt(SPECS[0], "cpu").messages[0].content
+    assert "Triton kernels only" in system
+    assert "must not compute with torch" in system
+    assert "exactly one fenced code block" in system
+    for kind in Kind:
+        assert common.KIND_POLICY_V1[kind]  # every kind has a policy
+
+
+def test_platform_notes() -> None:
+    spec = operators.get("aten::mm")
+    cuda, cpu = user_text(spec, "cuda"), user_text(spec, "cpu")
+    assert "NVIDIA H200" in cuda and 'input_precision="ieee"' in cuda and "TF32" in cuda
+    assert "interpreter" in cpu and "keep grids small" in cpu and "inline" in cpu
+    assert "NVIDIA H200" not in cpu and "interpreter" not in cuda
+
+
+def test_platform_errors() -> None:
+    spec = operators.get("aten::add")
+    with pytest.raises(PromptError, match="does not run on platform 'tpu'"):
+        build_prompt(spec, "tpu")
+    with pytest.raises(PromptError, match="no notes for platform 'rocm'"):
+        build_prompt(spec, "rocm")  # a platform the problem allows but v1 has no notes for
+    cuda_only = fake_spec("vllm::kgb_fake")
+    type(cuda_only).platforms = frozenset({"cuda"})
+    with pytest.raises(PromptError, match="runs on cuda"):
+        build_prompt(cuda_only, "cpu")
+
+
+# ---- the worked example -------------------------------------------------------------------------
+
+def _example_source() -> str:
+    system = common.system_message_v1().content
+    names = [e.name for e in common.EXAMPLE_ENTRY_POINTS_V1]
+    found = extract_code(system, names)
+    assert found.status is ExtractStatus.OK and found.blocks == 1
+    assert found.source == common.EXAMPLE_SOURCE_V1
+    return found.source
+
+
+def test_worked_example_passes_the_static_policy() -> None:
+    assert static_policy.check(_example_source(), Kind.COMPUTE) == []
+
+
+def test_worked_example_runs_under_the_interpreter(tmp_path: Path) -> None:
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    from operators.testing import load_module
+
+    module = load_module(_example_source(), tmp_path)
+    gen = torch.Generator().manual_seed(0)
+    x3 = torch.randn(5, 37, 29, generator=gen)
+    x3[1, 2, 3] = float("nan")
+    x3[0, 0, :4] = torch.tensor([float("inf"), float("-inf"), -0.0, 0.0])
+    inputs = [
+        x3,
+        torch.randn(3000, generator=gen),                                    # several blocks
+        torch.randn(33, 65, generator=gen).to(torch.float16).t(),           # transposed
+        torch.randn(2, 3, 17, 9, generator=gen).to(torch.bfloat16).permute(3, 1, 0, 2),
+        torch.randn(40, 24, generator=gen)[::3, 1::2],                      # strided slice
+        torch.randn(0, 4, generator=gen),                                   # empty
+        torch.tensor(-2.5),                                                  # 0-d
+    ]
+    for x in inputs:
+        before = x.clone()
+        got = module.relu(x)
+        torch.testing.assert_close(got, torch.relu(x), rtol=0, atol=0, equal_nan=True)
+        assert got.dtype == x.dtype and got.shape == x.shape
+        torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True)  # input intact
+    x = torch.randn(6, 10, generator=gen)
+    out = torch.full((10, 6), float("nan")).t()  # non-contiguous out, poisoned
+    ret = module.relu_out(x, out=out)
+    assert ret is out
+    torch.testing.assert_close(out, torch.relu(x), rtol=0, atol=0)
+
+
+# ---- versioning ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", SPECS, ids=_id)
+def test_explicit_version_renders_identically(spec: OperatorSpec) -> None:
+    latest = build_prompt(spec, "cuda")
+    assert build_prompt(spec, "cuda", template_version="v1") == latest
+    assert build_prompt(spec, "cuda", template_version=latest.template) == latest
+
+
+def test_unknown_version_is_a_clear_error() -> None:
+    spec = operators.get("aten::add")
+    with pytest.raises(UnknownTemplateError, match=r"unknown prompt template aten/v9.*known: aten/v1"):
+        build_prompt(spec, "cuda", template_version="v9")
+    with pytest.raises(UnknownTemplateError, match="for source 'vllm'.*from 'aten'"):
+        build_prompt(spec, "cuda", template_version="vllm/v1")
+    with pytest.raises(PromptError, match="invalid template version 'latest'"):
+        build_prompt(spec, "cuda", template_version="latest")
+
+
+def test_registry_versions_latest_and_old() -> None:
+    reg = TemplateRegistry()
+
+    def render(tag: str) -> Any:
+        def fn(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
+            return (Message(Role.USER, f"{tag} {spec.id} {platform}"),)
+        return fn
+
+    for v in ("v1", "v2", "v10"):
+        reg.template(Source.VLLM, v)(render(v))
+    spec = fake_spec("vllm::kgb_fake")
+    assert reg.versions("vllm") == ["v1", "v2", "v10"]
+    assert reg.build(spec, "cpu").template == "vllm/v10"
+    old = reg.build(spec, "cpu", "v1")
+    assert old.template == "vllm/v1" and old.messages[0].content == "v1 vllm::kgb_fake cpu"
+    assert reg.build(spec, "cpu", "vllm/v1") == old
+    with pytest.raises(ValueError, match="duplicate prompt template vllm/v2"):
+        reg.template("vllm", "v2")(render("again"))
+    with pytest.raises(UnknownTemplateError, match="no prompt template registered for source 'aten'"):
+        reg.build(fake_spec("aten::kgb_fake"), "cpu")
+
+
+# Released templates never change: these digests pin the v1 text of every source (rendered for
+# problems torch knows nothing about, so they do not move with torch). If one fails, do not update
+# it: restore the v1 text and register a new version (common.py, *_V2) instead.
+V1_DIGESTS = {
+    ("aten::kgb_fake", "cuda"):
+        "ed628e7b94e115d320612cef92ebe26393106b991ed6896a2673214300d77ac0",
+    ("aten::kgb_fake", "cpu"):
+        "8f626cddad659a84729eacb8883ad257cabfe2442926386208c989becb571772",
+    ("vllm::kgb_fake", "cuda"):
+        "e87df59eba0491f11cb39f6faf7608b5165a0698749821a09f83254065d8ae13",
+    ("vllm::kgb_fake", "cpu"):
+        "aae058524516d786dbbe139a43939f4cce828f5ce4652e04972839fe8162f5db",
+    ("cublas::kgb_fake", "cuda"):
+        "4fd301cd8bcd68ab516efc674607b5fa28acca3c04d1fa2d0612e48e251713b7",
+    ("cublas::kgb_fake", "cpu"):
+        "2e8c2ed5be11c21990d36a5556a51fdb9840768b9a9d8bb53bf4edddd7d9436b",
+}
+
+
+@pytest.mark.parametrize("op_id, platform", sorted(V1_DIGESTS))
+def test_v1_text_is_frozen(op_id: str, platform: str) -> None:
+    prompt = build_prompt(fake_spec(op_id), platform, template_version="v1")
+    blob = "\x00".join(f"{m.role.value}\x00{m.content}" for m in prompt.messages)
+    assert hashlib.sha256(blob.encode()).hexdigest() == V1_DIGESTS[(op_id, platform)]
