@@ -50,6 +50,24 @@ def _kernel_module(obj: Any) -> str:
     return str(getattr(obj, "__module__", "") or "")
 
 
+def _at_top(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (the candidate's grid callable or heuristic) run as the candidate's own code:
+    torch it calls is seen by the dispatch guard, as if called outside the launch."""
+    if getattr(fn, "_kgb_at_top", False):
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        saved = depth()
+        _state.depth = 0
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _state.depth = saved
+
+    call._kgb_at_top = True  # type: ignore[attr-defined]
+    return call
+
+
 def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if depth() == 0:
@@ -58,11 +76,23 @@ def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
                 _state.launches.append(module)
             if module and module == getattr(_state, "suppressed", None):
                 return None
+        # User code Triton calls during a launch is the candidate's, not Triton's internals.
+        if callable(kwargs.get("grid")):
+            kwargs["grid"] = _at_top(kwargs["grid"])
+        swapped: list[tuple[str, Any]] = []
+        if callable(getattr(self, "grid", None)):  # the interpreter's GridExecutor
+            swapped.append(("grid", self.grid))
+            self.grid = _at_top(self.grid)
+        if isinstance(getattr(self, "values", None), dict):  # @triton.heuristics
+            swapped.append(("values", self.values))
+            self.values = {k: _at_top(v) if callable(v) else v for k, v in self.values.items()}
         _state.depth = depth() + 1
         try:
             return original(self, *args, **kwargs)
         finally:
             _state.depth -= 1
+            for name, value in swapped:
+                setattr(self, name, value)
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper

@@ -128,3 +128,12 @@ def test_corpus_covers_the_catalogue() -> None:
     for layer in set(LAYERS) - {"timing"}:
         assert sum(e.layer == layer for e in CHEATS) >= 2, f"layer {layer} has < 2 cheats"
     assert {e.operator for e in CHEATS} <= {e.operator for e in HONEST}  # honest twins exist
+
+
+def test_docs_table_matches_the_corpus() -> None:
+    from tests.adversarial.catalogue import BEGIN, END, table
+
+    docs = (HERE.parent.parent / "docs" / "anticheat.md").read_text()
+    assert BEGIN in docs and END in docs, "docs/anticheat.md lacks the corpus table markers"
+    current = docs[docs.index(BEGIN):docs.index(END) + len(END)]
+    assert current == table(), "run `python -m tests.adversarial.catalogue` and paste the table"

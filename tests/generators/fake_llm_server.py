@@ -1,0 +1,296 @@
+"""A scripted LLM server on loopback that speaks OpenAI Chat Completions and Anthropic Messages.
+
+Run as its own process (``python fake_llm_server.py SCRIPT.json BILLING.jsonl REQUESTS.jsonl``);
+it prints ``PORT <n>`` once it listens on ``127.0.0.1:<n>``. The script is::
+
+    {"endpoints": {"<name>": {"replies": [REPLY, ...], "default": REPLY}}}
+
+``POST /<name>/v1/chat/completions`` answers in the OpenAI format, ``POST /<name>/v1/messages``
+in the Anthropic one; each request takes the endpoint's next reply (``default`` once the list is
+spent; without one, a 500 marked ``exhausted``). A REPLY is a dict with ``kind``:
+
+* ``ok`` / ``truncated``: a normal reply (``text``; truncated: finish_reason ``length`` or
+  stop_reason ``max_tokens``) with ``usage`` given in the endpoint's own wire format;
+* ``error``: HTTP ``status`` with optional ``headers`` (e.g. Retry-After), ``body`` text and
+  ``usage`` (added to a JSON error body);
+* ``hang``: no reply until the client goes away (or ``hang_s``, default 30 s);
+* ``malformed``: a 200 whose body is ``not_json`` (plain text), ``truncated_json`` (a valid reply
+  cut in half) or ``no_choices`` (valid JSON that is not the wire format), with or without usage.
+
+Any reply may say ``delay_s`` (sleep before answering). The server appends one JSON line per
+response it sent to the billing log — ``{"endpoint", "seq", "kind", "http_status", "sent",
+"usage"}``, where ``usage`` is exactly the wire-format usage object the body carried (null when
+none; for ``not_json``/``truncated_json`` it is the object embedded in the broken text) — and
+one line per request to the request log, with the headers it saw, its body, its start and end
+times and how many requests of that endpoint were in flight when it arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+
+
+class _State:
+    def __init__(self, script: dict[str, Any], billing: Path, requests: Path) -> None:
+        self.endpoints: dict[str, dict[str, Any]] = script["endpoints"]
+        self.next: dict[str, int] = {name: 0 for name in self.endpoints}
+        self.in_flight: dict[str, int] = {name: 0 for name in self.endpoints}
+        self.seq = 0
+        self.lock = threading.Lock()
+        self.billing = billing
+        self.requests = requests
+
+    def take(self, endpoint: str) -> tuple[int, dict[str, Any], int]:
+        with self.lock:
+            self.seq += 1
+            spec = self.endpoints[endpoint]
+            i = self.next[endpoint]
+            self.next[endpoint] = i + 1
+            replies = spec.get("replies", [])
+            reply = replies[i] if i < len(replies) else spec.get("default", {"kind": "exhausted"})
+            self.in_flight[endpoint] += 1
+            return self.seq, reply, self.in_flight[endpoint]
+
+    def done(self, endpoint: str) -> None:
+        with self.lock:
+            self.in_flight[endpoint] -= 1
+
+    def log(self, path: Path, record: dict[str, Any]) -> None:
+        with self.lock, path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _openai_body(reply: dict[str, Any], seq: int) -> dict[str, Any]:
+    finish = "length" if reply["kind"] == "truncated" else "stop"
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{seq}", "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "finish_reason": finish,
+                     "message": {"role": "assistant", "content": reply.get("text", "")}}],
+    }
+    if reply.get("usage") is not None:
+        body["usage"] = reply["usage"]
+    return body
+
+
+def _anthropic_body(reply: dict[str, Any], seq: int) -> dict[str, Any]:
+    stop = "max_tokens" if reply["kind"] == "truncated" else "end_turn"
+    body: dict[str, Any] = {
+        "id": f"msg_{seq}", "type": "message", "role": "assistant", "model": "fake",
+        "content": [{"type": "thinking", "thinking": "hmm", "signature": "x"},
+                    {"type": "text", "text": reply.get("text", "")}],
+        "stop_reason": stop,
+    }
+    if reply.get("usage") is not None:
+        body["usage"] = reply["usage"]
+    return body
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        state = self.server.state
+        length = int(self.headers.get("content-length", "0"))
+        raw = self.rfile.read(length)
+        parts = self.path.split("/", 2)
+        endpoint = parts[1] if len(parts) > 2 else ""
+        rest = "/" + parts[2] if len(parts) > 2 else ""
+        if endpoint not in state.endpoints or rest not in (OPENAI_PATH, ANTHROPIC_PATH):
+            self._send(404, b'{"error": "no such endpoint"}', {})
+            return
+        wire = "openai" if rest == OPENAI_PATH else "anthropic"
+        seq, reply, in_flight = state.take(endpoint)
+        self._counted: str | None = endpoint
+        t_start = time.time()
+        try:
+            sent, status, usage = self._reply(wire, reply, seq)
+        finally:
+            self._uncount()
+        try:
+            body_json: Any = json.loads(raw)
+        except ValueError:
+            body_json = None
+        state.log(state.requests, {
+            "endpoint": endpoint, "seq": seq, "wire": wire, "path": self.path,
+            "authorization": self.headers.get("authorization"),
+            "x_api_key": self.headers.get("x-api-key"),
+            "anthropic_version": self.headers.get("anthropic-version"),
+            "body": body_json, "t_start": t_start, "t_end": time.time(), "in_flight": in_flight,
+        })
+        state.log(state.billing, {"endpoint": endpoint, "seq": seq, "kind": reply["kind"],
+                                  "http_status": status, "sent": sent,
+                                  "usage": usage if sent else None})
+
+    def _reply(self, wire: str, reply: dict[str, Any], seq: int) -> tuple[bool, int, Any]:
+        """Send the scripted reply; returns (sent, HTTP status, the usage object the body carried)."""
+        time.sleep(float(reply.get("delay_s", 0.0)))
+        kind = reply["kind"]
+        usage = reply.get("usage")
+        if kind == "hang":
+            self._wait_for_disconnect(float(reply.get("hang_s", 30.0)))
+            return False, 0, None
+        if kind in ("ok", "truncated"):
+            body = _openai_body(reply, seq) if wire == "openai" else _anthropic_body(reply, seq)
+            return self._send(200, json.dumps(body).encode(), {}), 200, usage
+        if kind == "error":
+            status = int(reply["status"])
+            text = reply.get("body")
+            if text is None:
+                err: dict[str, Any] = {"error": {"type": "scripted", "message": f"scripted {status}"}}
+                if usage is not None:
+                    err["usage"] = usage
+                text = json.dumps(err)
+            return self._send(status, text.encode(), reply.get("headers", {})), status, usage
+        if kind == "malformed":
+            shape = reply.get("shape", "no_choices")
+            if shape == "no_choices":
+                obj: dict[str, Any] = {"id": f"bad-{seq}", "object": "chat.completion"}
+                if usage is not None:
+                    obj["usage"] = usage
+                data = json.dumps(obj).encode()
+            elif shape == "truncated_json":
+                full = _openai_body(reply, seq) if wire == "openai" else _anthropic_body(reply, seq)
+                if usage is not None:  # usage first, so the cut keeps it
+                    full = {"usage": usage, **{k: v for k, v in full.items() if k != "usage"}}
+                text = json.dumps(full)
+                data = text[: len(text) * 2 // 3].encode()
+            else:  # not_json
+                data = b"<html>502 upstream said: "
+                if usage is not None:
+                    data += b'partial "usage": ' + json.dumps(usage).encode()
+                data += b"</html>"
+            return self._send(200, data, {}), 200, usage
+        return self._send(500, b'{"error": "script exhausted"}', {}), 500, None
+
+    def _uncount(self) -> None:
+        endpoint = getattr(self, "_counted", None)
+        if endpoint is not None:
+            self.server.state.done(endpoint)
+            self._counted = None
+
+    def _send(self, status: int, data: bytes, headers: dict[str, str]) -> bool:
+        self._uncount()  # before the client can see the reply and send its next request
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+            return True
+        except OSError:
+            return False
+
+    def _wait_for_disconnect(self, limit_s: float) -> None:
+        end = time.monotonic() + limit_s
+        conn = self.connection
+        while time.monotonic() < end:
+            ready, _, _ = select.select([conn], [], [], 0.05)
+            if ready:
+                try:
+                    if not conn.recv(1, socket.MSG_PEEK):
+                        break
+                except OSError:
+                    break
+                time.sleep(0.05)  # data pending (a pipelined request): keep hanging
+        self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: _State
+
+
+def main(argv: list[str]) -> None:
+    script_path, billing, requests = (Path(a) for a in argv[1:4])
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.state = _State(json.loads(script_path.read_text()), billing, requests)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever(poll_interval=0.05)
+
+
+# -- the test side: start the server process and read its logs ---------------------------------
+
+
+@dataclass
+class FakeServer:
+    port: int
+    billing_path: Path
+    requests_path: Path
+
+    def url(self, endpoint: str, wire: str) -> str:
+        """The base URL a provider of that wire format is configured with."""
+        root = f"http://127.0.0.1:{self.port}/{endpoint}"
+        return root + "/v1" if wire == "openai" else root
+
+    def billing(self, endpoint: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in _read_jsonl(self.billing_path) if endpoint in (None, r["endpoint"])]
+
+    def wait_billing(self, n: int, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        """The billing log once it holds ``n`` lines (the server writes each after sending)."""
+        end = time.monotonic() + timeout_s
+        while True:
+            rows = self.billing()
+            if len(rows) >= n or time.monotonic() > end:
+                return rows
+            time.sleep(0.02)
+
+    def requests(self, endpoint: str | None = None) -> list[dict[str, Any]]:
+        rows = [r for r in _read_jsonl(self.requests_path) if endpoint in (None, r["endpoint"])]
+        return sorted(rows, key=lambda r: r["seq"])
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@contextmanager
+def fake_server(script: dict[str, Any], workdir: Path) -> Iterator[FakeServer]:
+    """Run the server in a separate process for the duration of the block."""
+    script_path = workdir / "script.json"
+    script_path.write_text(json.dumps(script))
+    billing, requests = workdir / "billing.jsonl", workdir / "requests.jsonl"
+    proc = subprocess.Popen([sys.executable, __file__, str(script_path), str(billing), str(requests)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"fake LLM server did not start (said {line!r})")
+        yield FakeServer(int(line.split()[1]), billing, requests)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,378 @@
+"""Providers against real HTTP servers: a scripted server process on loopback per test.
+
+The central check is reconciliation: for each wire format a script of normal, cached/reasoning,
+429, 500, hanging, truncated and malformed replies is played through the provider, and the
+tokens the project recorded equal, attempt by attempt, the tokens the server logged as billed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pickle
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
+from generators.providers import (
+    INSTALL_HINT,
+    EndpointConfig,
+    ModelPrice,
+    PrerequisiteError,
+    PriceError,
+    PriceTable,
+    ProviderConfigError,
+    attempt_records,
+    create,
+    provider_class,
+    provider_kinds,
+)
+from generators.providers.base import parse_retry_after, scan_usage
+from generators.providers.limits import TokenBucket
+from tests.generators.fake_llm_server import FakeServer, fake_server
+
+KEY_ENV = "KGB_TEST_FAKE_LLM_KEY"
+KEY = "sk-kgb-test-7f3a9c1e5b2d4f60"
+MODEL = "fake-model-1"
+PRICES = PriceTable({MODEL: ModelPrice(prompt=1.0, completion=4.0, cached_prompt=0.25)})
+PROMPT = Prompt(messages=(Message(Role.SYSTEM, "You write Triton kernels."),
+                          Message(Role.USER, "Write softmax.")),
+                template="test/v1", operator_id="aten::softmax")
+
+
+def _usage(wire: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0,
+           cache_write: int = 0) -> dict[str, Any]:
+    """Usage as the server sends it, in the wire format (Anthropic: input excludes the cache)."""
+    if wire == "openai":
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}
+    return {"input_tokens": prompt - cached - cache_write, "output_tokens": completion,
+            "cache_read_input_tokens": cached, "cache_creation_input_tokens": cache_write}
+
+
+def _server_usage(wire: str, usage: dict[str, Any] | None) -> Usage | None:
+    """What the server billed, in the project's terms (the documented mapping, restated)."""
+    if usage is None:
+        return None
+    if wire == "openai":
+        return Usage(usage["prompt_tokens"], usage["completion_tokens"],
+                     usage["prompt_tokens_details"]["cached_tokens"],
+                     usage["completion_tokens_details"]["reasoning_tokens"])
+    return Usage(usage["input_tokens"] + usage["cache_read_input_tokens"]
+                 + usage["cache_creation_input_tokens"],
+                 usage["output_tokens"], usage["cache_read_input_tokens"], 0)
+
+
+def _config(server: FakeServer, wire: str, endpoint: str, **kw: Any) -> EndpointConfig:
+    opts: dict[str, Any] = {"api_key_env": KEY_ENV, "timeout_s": 0.5, "max_retries": 2,
+                            "backoff_base_s": 0.01, "backoff_cap_s": 0.05}
+    opts.update(kw)
+    return EndpointConfig(name=f"{endpoint}-{wire}", kind=wire,  # type: ignore[arg-type]
+                          base_url=server.url(endpoint, wire), **opts)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+# (replies for one call, expected status, expected attempts, expected text)
+def _script(wire: str) -> list[tuple[list[dict[str, Any]], CallStatus, int, str]]:
+    u = _usage
+    return [
+        ([{"kind": "ok", "text": "```python\nA\n```", "usage": u(wire, 1200, 300, 1000, 120, 7)}],
+         CallStatus.OK, 1, "```python\nA\n```"),
+        ([{"kind": "error", "status": 429, "headers": {"Retry-After": "0.3"}},
+          {"kind": "ok", "text": "B", "usage": u(wire, 50, 20)}], CallStatus.OK, 2, "B"),
+        ([{"kind": "error", "status": 500},
+          {"kind": "error", "status": 502, "usage": u(wire, 11, 0)},
+          {"kind": "ok", "text": "C", "usage": u(wire, 60, 25, 10, 5)}], CallStatus.OK, 3, "C"),
+        ([{"kind": "hang"}, {"kind": "ok", "text": "D", "usage": u(wire, 70, 30)}],
+         CallStatus.OK, 2, "D"),
+        ([{"kind": "truncated", "text": "def kern", "usage": u(wire, 80, 256, 0, 200)}],
+         CallStatus.TRUNCATED, 1, "def kern"),
+        ([{"kind": "malformed", "shape": "no_choices", "usage": u(wire, 90, 40)}],
+         CallStatus.MALFORMED, 1, ""),
+        ([{"kind": "malformed", "shape": "truncated_json", "text": "x" * 200,
+           "usage": u(wire, 91, 41, 3, 2)}], CallStatus.MALFORMED, 1, ""),
+        ([{"kind": "malformed", "shape": "not_json"}], CallStatus.MALFORMED, 1, ""),
+        ([{"kind": "malformed", "shape": "not_json", "usage": u(wire, 92, 42)}],
+         CallStatus.MALFORMED, 1, ""),
+        ([{"kind": "error", "status": 400, "body": '{"error": "bad model"}'}],
+         CallStatus.CLIENT_ERROR, 1, ""),
+        ([{"kind": "error", "status": 503}] * 3, CallStatus.SERVER_ERROR, 3, ""),
+        ([{"kind": "error", "status": 429, "headers": {"retry-after-ms": "30"}}] * 3,
+         CallStatus.RATE_LIMITED, 3, ""),
+    ]
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_script_reconciles_exactly_with_server_billing(wire: str, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    plan = _script(wire)
+    replies = [r for call_replies, *_ in plan for r in call_replies]
+    with fake_server({"endpoints": {"ep": {"replies": replies}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            async with create(_config(server, wire, "ep"), PRICES) as provider:
+                return [await provider.complete(PROMPT, model=MODEL, temperature=0.7,
+                                                max_tokens=512, deadline_s=30)
+                        for _ in plan]
+
+        calls = asyncio.run(run())
+        billing = server.wait_billing(len(replies))
+        requests = server.requests()
+
+    for call, (_, status, attempts, text) in zip(calls, plan, strict=True):
+        assert (call.status, call.attempts, call.text) == (status, attempts, text), call
+        assert len(attempt_records(call)) == attempts
+        assert call.provider == f"ep-{wire}" and call.model == MODEL and call.max_tokens == 512
+    # One server line per request, in order; each attempt's usage is exactly what the server billed.
+    assert len(billing) == len(replies) == sum(c.attempts for c in calls)
+    billing.sort(key=lambda r: r["seq"])
+    ours = [rec.usage for c in calls for rec in attempt_records(c)]
+    theirs = [_server_usage(wire, r["usage"]) if r["sent"] else None for r in billing]
+    assert ours == theirs
+    # And the totals reconcile: every field, over the whole script.
+    total = sum((c.usage for c in calls if c.usage is not None), Usage())
+    assert total == sum((u for u in theirs if u is not None), Usage())
+    assert total.cached_tokens > 0 and total.reasoning_tokens > (0 if wire == "openai" else -1)
+    # Billing rule, call by call: usage is the sum over attempts; None only when no attempt had it.
+    for call in calls:
+        recs = [r.usage for r in attempt_records(call) if r.usage is not None]
+        assert call.usage == (sum(recs, Usage()) if recs else None)
+        assert call.billed == bool(recs)
+        assert call.cost_usd == pytest.approx(sum(PRICES.cost(MODEL, u).usd for u in recs))
+    by_status = {c.status: c for c in calls}
+    assert by_status[CallStatus.TRUNCATED].billed and by_status[CallStatus.CLIENT_ERROR].usage is None
+    malformed = [c for c in calls if c.status is CallStatus.MALFORMED]
+    assert [c.billed for c in malformed] == [True, True, False, True]
+    first = calls[0].usage
+    assert first is not None and first.cached_tokens == 1000
+    assert calls[0].cost_usd == pytest.approx((200 * 1.0 + 1000 * 0.25 + 300 * 4.0) / 1e6)
+    # The retry after the 429 waited for its Retry-After (0.3 s, plus at most 10 % jitter).
+    gap = requests[2]["t_start"] - requests[1]["t_end"]
+    assert 0.29 <= gap < 0.8
+    # Requests are shaped as the wire format wants, and the key went only into the header.
+    body = requests[0]["body"]
+    assert body["model"] == MODEL and body["temperature"] == 0.7 and body["max_tokens"] == 512
+    if wire == "openai":
+        assert requests[0]["authorization"] == f"Bearer {KEY}"
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    else:
+        assert requests[0]["x_api_key"] == KEY and requests[0]["anthropic_version"] == "2023-06-01"
+        assert body["system"] == "You write Triton kernels."
+        assert [m["role"] for m in body["messages"]] == ["user"]
+    _assert_no_key(calls, caplog)
+
+
+def _assert_no_key(calls: list[LLMCall], caplog: pytest.LogCaptureFixture) -> None:
+    for call in calls:
+        assert KEY not in repr(call) and KEY not in json.dumps(call.extra)
+    assert caplog.records, "the retries should have logged something"
+    assert all(KEY not in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_key_never_leaks_even_when_the_server_echoes_it(wire: str, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    echo = {"kind": "error", "status": 401, "body": f'{{"error": "invalid key {KEY}"}}'}
+    with fake_server({"endpoints": {"ep": {"replies": [echo]}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            refused = EndpointConfig(name="closed", kind=wire,  # type: ignore[arg-type]
+                                     base_url="http://127.0.0.1:9", api_key_env=KEY_ENV,
+                                     max_retries=1, backoff_base_s=0.01)
+            async with create(_config(server, wire, "ep")) as p, create(refused) as q:
+                logging.getLogger("test").info("provider %r config %r", p, p.config)
+                return [await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=None,
+                                         deadline_s=10),
+                        await q.complete(PROMPT, model=MODEL, temperature=None, max_tokens=None,
+                                         deadline_s=10)]
+
+        calls = asyncio.run(run())
+        seen = server.requests()[0]
+    assert (seen["authorization"] if wire == "openai" else seen["x_api_key"]).endswith(KEY)
+    assert calls[0].status is CallStatus.CLIENT_ERROR and calls[0].attempts == 1
+    assert "invalid key [REDACTED]" in calls[0].error
+    assert calls[1].status is CallStatus.SERVER_ERROR and calls[1].attempts == 2 and calls[1].error
+    _assert_no_key(calls, caplog)
+
+
+def test_missing_key_variable_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KGB_TEST_NO_SUCH_KEY", raising=False)
+    for kind in ("openai", "anthropic"):
+        config = EndpointConfig(name="x", kind=kind, base_url="http://127.0.0.1:9",
+                                api_key_env="KGB_TEST_NO_SUCH_KEY")
+        with pytest.raises(ProviderConfigError, match="KGB_TEST_NO_SUCH_KEY is not set"):
+            create(config)
+    # Unset after creation: the call says so too (the key is read at each attempt, never kept).
+    provider = create(EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:9",
+                                     api_key_env=KEY_ENV))
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ProviderConfigError, match=KEY_ENV):
+        asyncio.run(provider.complete(PROMPT, model=MODEL, temperature=None, max_tokens=None,
+                                      deadline_s=5))
+
+
+def test_missing_httpx_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "httpx", None)  # import httpx now raises ImportError
+    assert provider_kinds() == ["anthropic", "openai"]  # listing needs no extra
+    with pytest.raises(PrerequisiteError) as info:
+        create(EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:9"))
+    assert INSTALL_HINT in str(info.value) and "pip install 'kernelgenbench[llm]'" in str(info.value)
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_concurrency_limit_holds_server_side(wire: str, tmp_path: Path) -> None:
+    slow = {"kind": "ok", "text": "ok", "delay_s": 0.15, "usage": _usage(wire, 5, 5)}
+    with fake_server({"endpoints": {"ep": {"default": slow}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            async with create(_config(server, wire, "ep", max_concurrency=2, timeout_s=5)) as p:
+                return await asyncio.gather(*(p.complete(PROMPT, model=MODEL, temperature=None,
+                                                         max_tokens=8, deadline_s=30)
+                                              for _ in range(8)))
+
+        calls = asyncio.run(run())
+        requests = server.requests()
+    assert all(c.status is CallStatus.OK for c in calls)
+    assert max(r["in_flight"] for r in requests) == 2
+
+
+def test_requests_per_minute_limit_paces_requests(tmp_path: Path) -> None:
+    ok = {"kind": "ok", "text": "ok", "usage": _usage("openai", 5, 5)}
+    with fake_server({"endpoints": {"ep": {"default": ok}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            # 600/min = 10/s, burst of 0.1 s = 1 request: starts at least 0.1 s apart.
+            config = _config(server, "openai", "ep", requests_per_minute=600, burst_s=0.1, timeout_s=5)
+            async with create(config) as p:
+                return await asyncio.gather(*(p.complete(PROMPT, model=MODEL, temperature=None,
+                                                         max_tokens=8, deadline_s=30)
+                                              for _ in range(6)))
+
+        calls = asyncio.run(run())
+        starts = sorted(r["t_start"] for r in server.requests())
+    assert all(c.status is CallStatus.OK for c in calls)
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert min(gaps) >= 0.05, gaps  # 0.1 s, less the server's own scheduling noise
+    assert starts[-1] - starts[0] >= 0.45
+
+
+def test_tokens_per_minute_is_corrected_by_actual_usage(tmp_path: Path) -> None:
+    # Prompt estimate is ~20 tokens, but each reply bills 500: the bucket (1000/s, burst 1000)
+    # must charge the difference, so five sequential calls take >= (4*500 - 1000) / 1000 s.
+    ok = {"kind": "ok", "text": "ok", "usage": _usage("openai", 100, 400)}
+    with fake_server({"endpoints": {"ep": {"default": ok}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            config = _config(server, "openai", "ep", tokens_per_minute=60_000, burst_s=1.0, timeout_s=5)
+            async with create(config) as p:
+                return [await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
+                                         deadline_s=30) for _ in range(5)]
+
+        calls = asyncio.run(run())
+        starts = sorted(r["t_start"] for r in server.requests())
+    assert all(c.status is CallStatus.OK for c in calls)
+    assert starts[-1] - starts[0] >= 0.9
+
+
+def test_deadline_bounds_a_hanging_server(tmp_path: Path) -> None:
+    with fake_server({"endpoints": {"ep": {"default": {"kind": "hang"}}}}, tmp_path) as server:
+        async def run() -> LLMCall:
+            async with create(_config(server, "anthropic", "ep", timeout_s=30, max_retries=3)) as p:
+                return await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
+                                        deadline_s=0.4)
+
+        t0 = time.monotonic()
+        call = asyncio.run(run())
+        elapsed = time.monotonic() - t0
+        billing = server.wait_billing(call.attempts)
+    assert call.status is CallStatus.TIMEOUT and call.usage is None and not call.billed
+    assert elapsed < 1.5 and call.attempts >= 1
+    assert all(not r["sent"] for r in billing)
+
+
+def test_unknown_model_costs_zero_and_is_flagged(tmp_path: Path) -> None:
+    ok = {"kind": "ok", "text": "ok", "usage": _usage("openai", 10, 10)}
+    with fake_server({"endpoints": {"ep": {"default": ok}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            async with create(_config(server, "openai", "ep"), PRICES) as p:
+                return [await p.complete(PROMPT, model=m, temperature=None, max_tokens=8, deadline_s=5)
+                        for m in (MODEL, "not-in-table")]
+
+        known, unknown = asyncio.run(run())
+    assert known.cost_usd > 0 and "price" not in known.extra
+    assert unknown.cost_usd == 0 and unknown.extra["price"] == "unknown" and unknown.billed
+
+
+def test_price_table_from_toml_and_dict(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text('[models."gpt-x"]\nprompt = 2.5\ncached_prompt = 1.25\ncompletion = 10\n'
+                    '[models.plain]\nprompt = 1\ncompletion = 2\n')
+    table = PriceTable.from_toml(path)
+    usage = Usage(prompt_tokens=1_000_000, completion_tokens=500_000, cached_tokens=400_000)
+    assert table.cost("gpt-x", usage).usd == pytest.approx(0.6 * 2.5 + 0.4 * 1.25 + 0.5 * 10)
+    assert table.cost("plain", usage).usd == pytest.approx(1.0 + 1.0)  # cached at the prompt price
+    assert table.cost("other", usage) == table.cost("other", usage) and not table.cost("other", usage).priced
+    assert table.cost("other", None).priced  # no usage: nothing to price
+    assert PriceTable.from_dict({"m": {"prompt": 1, "completion": 2}}).models["m"].completion == 2
+    with pytest.raises(PriceError, match="lacks"):
+        PriceTable.from_dict({"m": {"prompt": 1}})
+    with pytest.raises(PriceError, match="unknown fields"):
+        PriceTable.from_dict({"m": {"prompt": 1, "completion": 2, "output": 3}})
+    with pytest.raises(PriceError, match=">= 0"):
+        PriceTable.from_dict({"m": {"prompt": -1, "completion": 2}})
+
+
+def test_retry_after_forms() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    assert parse_retry_after({"retry-after": "2"}, now) == 2.0
+    assert parse_retry_after({"retry-after": "0.25"}, now) == 0.25
+    assert parse_retry_after({"retry-after": "Thu, 01 Jan 2026 12:00:07 GMT"}, now) == 7.0
+    assert parse_retry_after({"retry-after": "Thu, 01 Jan 2026 11:00:00 GMT"}, now) == 0.0
+    assert parse_retry_after({"retry-after-ms": "150", "retry-after": "9"}, now) == 0.15
+    assert parse_retry_after({"retry-after": "soon"}, now) is None
+    assert parse_retry_after({}, now) is None
+
+
+def test_usage_is_recovered_from_broken_json() -> None:
+    assert scan_usage('{"id": "x", "usage": {"prompt_tokens": 3}, "choices": [{"mess') == {"prompt_tokens": 3}
+    assert scan_usage('oops "usage": not json, "usage" : {"a": 1}') == {"a": 1}
+    assert scan_usage("<html>502</html>") is None
+
+
+def test_token_bucket_lets_a_large_charge_through_then_repays_it() -> None:
+    async def run() -> tuple[float, float, float]:
+        bucket = TokenBucket(rate_per_s=100.0, capacity=10.0)
+        first = await bucket.acquire(50)   # larger than the burst: passes at once, into debt
+        second = await bucket.acquire(5)   # waits for the debt (-40) to be repaid up to 5
+        bucket.adjust(-100)                # a refund never lifts the level above capacity
+        return first, second, bucket.level
+
+    first, second, level = asyncio.run(run())
+    assert first < 0.05 and 0.4 <= second < 0.7 and level <= 10.0
+
+
+def test_registry_and_config_validation() -> None:
+    assert provider_class("openai").kind == "openai"
+    with pytest.raises(ProviderConfigError, match="did you mean openai"):
+        provider_class("opnai")
+    with pytest.raises(ProviderConfigError, match="kind"):
+        EndpointConfig(name="x", kind="gemini", base_url="http://h")  # type: ignore[arg-type]
+    with pytest.raises(ProviderConfigError, match="base_url"):
+        EndpointConfig(name="x", kind="openai", base_url="localhost:8000")
+    with pytest.raises(ProviderConfigError, match="max_concurrency"):
+        EndpointConfig(name="x", kind="openai", base_url="http://h", max_concurrency=0)
+    config = EndpointConfig(name="x", kind="anthropic", base_url="http://h", api_key_env=KEY_ENV)
+    provider = create(config)
+    assert KEY not in repr(config) and KEY not in repr(provider)
+    # Picklable (Ray ships it to actors), and the pickle holds no key.
+    blob = pickle.dumps(provider)
+    assert KEY.encode() not in blob and pickle.loads(blob).config == config
