@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from device_agent.layers import LAYERS
+
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kgb agent", description="KernelGenBench device agent")
@@ -33,8 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="when root, do not run each worker as its own uid (disables the "
                         "process-count limit and the private network namespace)")
     s.add_argument("--disable-layer", action="append", default=[], metavar="LAYER",
-                   help="switch an anti-cheat layer off (to test the others on their own): "
-                        "static, runtime, launches")
+                   choices=sorted(LAYERS),
+                   help="switch an anti-cheat layer off, repeatable (to test the others on their "
+                        "own): " + "; ".join(f"{k}: {v}" for k, v in LAYERS.items()))
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 
@@ -60,14 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.5 <= args.worker_memory_gb <= 4096:
         print("kgb agent: --worker-memory-gb must be between 0.5 and 4096", file=sys.stderr)
         return 2
-    from device_agent.evaluation import LAYERS
     from device_agent.sandbox import SandboxSettings
-
-    unknown = sorted(set(args.disable_layer) - set(LAYERS))
-    if unknown:
-        print(f"kgb agent: unknown layer(s) {', '.join(unknown)}; known: {', '.join(LAYERS)}",
-              file=sys.stderr)
-        return 2
 
     limits = SandboxSettings(drop_user=not args.no_private_uid,
                              private_network=not args.no_private_uid,

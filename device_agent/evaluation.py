@@ -34,6 +34,7 @@ import operators
 from device_agent import static_policy
 from device_agent.codec import CodecError
 from device_agent.device_gate import DeviceGate
+from device_agent.layers import LAYERS as _LAYER_DOCS
 from device_agent.platforms import Platform
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
 from operators.checking import compare, same_bits
@@ -54,8 +55,7 @@ log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
-LAYERS = ("static", "runtime", "launches", "ghost", "determinism", "replay", "integrity",
-          "timing")
+LAYERS = tuple(_LAYER_DOCS)
 PROBED_CASES = 2  # informative cases that also get a ghost replay and a determinism re-run
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000

@@ -29,7 +29,9 @@ def agent() -> None:
 @click.option("--port-file", type=click.Path(dir_okay=False), default=None,
               help="write the bound port to this file once listening")
 @click.option("--disable-layer", "disabled", multiple=True, metavar="LAYER",
-              help="switch an anti-cheat layer off (to test the others on their own)")
+              help="switch an anti-cheat layer off, repeatable (to test the others on their own): "
+                   "static, runtime, launches, ghost, determinism, replay, integrity, timing "
+                   "(docs/anticheat.md)")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
           port_file: str | None, disabled: tuple[str, ...], verbose: bool) -> None:

@@ -87,6 +87,19 @@ def test_non_loopback_host_warns(tmp_path: Path) -> None:
     assert r.returncode == 2  # argparse: invalid choice
 
 
+def test_unknown_layer_is_a_usage_error_listing_the_layers() -> None:
+    from device_agent.layers import LAYERS
+
+    r = subprocess.run([sys.executable, "-m", "device_agent", "serve", "--disable-layer", "ghostt"],
+                       capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2
+    assert all(layer in r.stderr.decode() for layer in LAYERS), r.stderr.decode()
+    help_text = subprocess.run([sys.executable, "-m", "device_agent", "serve", "--help"],
+                               capture_output=True, timeout=60, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert all(layer in help_text for layer in LAYERS)
+
+
 def test_health_is_not_serving_until_workers_are_warm(agent_secret_env: None) -> None:
     async def go(address: str) -> tuple[str, str]:
         async with AgentClient(address) as c:
