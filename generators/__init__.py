@@ -13,6 +13,7 @@ from generators.registry import (
     create_trajectory,
     method_kind,
     method_names,
+    method_options,
     register_method,
 )
 from generators.trajectory import (
@@ -26,5 +27,5 @@ from generators.trajectory import (
 __all__ = [
     "Budget", "Candidate", "EndReason", "Method", "MethodError", "Step", "Trajectory",
     "TrajectoryContext", "TrajectoryMethod", "create", "create_trajectory", "method_kind",
-    "method_names", "register_method",
+    "method_names", "method_options", "register_method",
 ]

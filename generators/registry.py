@@ -112,3 +112,11 @@ def create_trajectory(name: str, **options: Any) -> TrajectoryMethod:
                           "generators.create")
     method: TrajectoryMethod = _instantiate(name, cls, options)
     return method
+
+
+def method_options(name: str) -> list[str]:
+    """The options a method takes (its constructor's keyword parameters), for spec validation
+    and error messages."""
+    import inspect
+
+    return [p for p in inspect.signature(_lookup(name).__init__).parameters if p != "self"]
