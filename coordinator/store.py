@@ -5,6 +5,28 @@ them: (operator id, operator version, candidate hash, device model, harness vers
 same candidate is never evaluated twice for the same key, whatever run asks. Trajectories link
 a run's (operator, method, model, sample) to the candidate it produced. Every write is an
 idempotent upsert, so a retry never duplicates a record.
+
+LLM calls (``llm_calls``): every model call of a trajectory, keyed by (run id, trajectory key,
+turn) — the trajectory key is :class:`TrajectoryKey`'s ``operator id@version/method/model/sample``
+string and ``turn`` is 1-based. The whole :class:`~generators.llm.LLMCall` is kept as JSON (prompt
+messages and template, status, text, usage, cost, latency, attempts, finish reason, error,
+extra), with the accounting fields also in columns for the totals queries. A call is committed
+before :meth:`Store.add_llm_call` returns, and its caller (``coordinator.recorded_provider``)
+returns the call to the trajectory only after that — persist before use. Exactly-once: adding
+the same (run, trajectory, turn) again keeps the first row and returns it; the one exception is a
+``BUDGET`` row (never sent, nothing paid), which a call that was really sent for that turn
+replaces — a resume with a larger budget may send what an earlier run held back.
+
+Durability: the connection runs ``synchronous=NORMAL`` in WAL mode — a commit reaches the OS
+before it returns, so it survives the coordinator being killed (SIGKILL, OOM); only an OS crash
+or power loss can lose the last commits. That is fine for verdicts (a lost one is evaluated
+again, no money spent) but not for LLM calls, where a lost row means paying for the tokens a
+second time, so LLM-call writes switch the connection to ``synchronous=FULL`` for their
+transaction: the WAL is fsynced at that commit and the call survives power loss too. The cost
+is one fsync per model call — negligible next to the call's own latency.
+
+A :class:`Store` holds one SQLite connection and is used from one thread (the coordinator's
+event loop); several processes may share the file (WAL, a 30 s busy timeout).
 """
 
 from __future__ import annotations
@@ -15,12 +37,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
 from protos.records import Verdict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the llm_calls table (added on open; files of version 1 stay readable)
 DB_NAME = "kgb.sqlite"
 
 _SCHEMA = """
@@ -39,6 +63,13 @@ CREATE TABLE IF NOT EXISTS verdicts (
     device_model TEXT NOT NULL, harness_version TEXT NOT NULL, status TEXT NOT NULL,
     verdict TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (operator_id, operator_version, candidate_hash, device_model, harness_version));
+CREATE TABLE IF NOT EXISTS llm_calls (
+    run_id TEXT NOT NULL, trajectory TEXT NOT NULL, turn INTEGER NOT NULL,
+    provider TEXT NOT NULL, model TEXT NOT NULL, method TEXT NOT NULL, status TEXT NOT NULL,
+    billed INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
+    latency_s REAL NOT NULL, attempts INTEGER NOT NULL, call TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (run_id, trajectory, turn));
 """
 
 
@@ -57,6 +88,103 @@ class TrajectoryRow:
     verdict: Verdict | None
 
 
+@dataclass(frozen=True)
+class TrajectoryKey:
+    """What names one trajectory's calls: ``operator id@version/method/model/sample``.
+
+    ``method`` is the method's label in the sweep (e.g. ``refine`` or ``refine-t8``); it must not
+    contain ``/`` (nor may the version part), so the string form parses back unambiguously —
+    the model may (``org/model``)."""
+
+    operator_id: str
+    operator_version: int
+    method: str
+    model: str
+    sample: int
+
+    def __post_init__(self) -> None:
+        if not self.method or "/" in self.method:
+            raise StoreError(f"trajectory method label must be non-empty without '/', got {self.method!r}")
+        if "@" in self.operator_id or "/" in self.operator_id:
+            raise StoreError(f"operator id must not contain '@' or '/', got {self.operator_id!r}")
+
+    def __str__(self) -> str:
+        return f"{self.operator_id}@{self.operator_version}/{self.method}/{self.model}/{self.sample}"
+
+    @classmethod
+    def parse(cls, text: str) -> TrajectoryKey:
+        try:
+            ref, method, rest = text.split("/", 2)
+            model, sample = rest.rsplit("/", 1)
+            operator_id, version = ref.rsplit("@", 1)
+            return cls(operator_id, int(version), method, model, int(sample))
+        except ValueError:
+            raise StoreError(f"not a trajectory key (operator@version/method/model/sample): "
+                             f"{text!r}") from None
+
+
+@dataclass(frozen=True)
+class LLMCallRow:
+    turn: int
+    call: LLMCall
+    created: float
+
+
+@dataclass(frozen=True)
+class LLMTotals:
+    """Accounting of one (run, model, method): every call, and what the billed ones used."""
+
+    run_id: str
+    model: str
+    method: str
+    calls: int
+    billed_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cost_usd: float
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def llm_call_to_json(call: LLMCall) -> dict[str, Any]:
+    """The whole call as JSON (enums as bare names); :func:`llm_call_from_json` reverses it."""
+    u = call.usage
+    return {
+        "provider": call.provider, "model": call.model,
+        "prompt": {"template": call.prompt.template, "operator_id": call.prompt.operator_id,
+                   "messages": [{"role": m.role.value, "content": m.content}
+                                for m in call.prompt.messages]},
+        "status": call.status.value, "text": call.text,
+        "usage": None if u is None else {
+            "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cached_tokens": u.cached_tokens, "reasoning_tokens": u.reasoning_tokens},
+        "cost_usd": call.cost_usd, "latency_s": call.latency_s, "attempts": call.attempts,
+        "finish_reason": call.finish_reason, "error": call.error, "response_id": call.response_id,
+        "temperature": call.temperature, "max_tokens": call.max_tokens, "extra": dict(call.extra),
+    }
+
+
+def llm_call_from_json(data: dict[str, Any]) -> LLMCall:
+    p = data["prompt"]
+    u = data["usage"]
+    return LLMCall(
+        provider=data["provider"], model=data["model"],
+        prompt=Prompt(messages=tuple(Message(Role(m["role"]), m["content"]) for m in p["messages"]),
+                      template=p["template"], operator_id=p["operator_id"]),
+        status=CallStatus(data["status"]), text=data["text"],
+        usage=None if u is None else Usage(u["prompt_tokens"], u["completion_tokens"],
+                                           u["cached_tokens"], u["reasoning_tokens"]),
+        cost_usd=float(data["cost_usd"]), latency_s=float(data["latency_s"]),
+        attempts=int(data["attempts"]), finish_reason=data["finish_reason"], error=data["error"],
+        response_id=data["response_id"], temperature=data["temperature"],
+        max_tokens=data["max_tokens"], extra={str(k): str(v) for k, v in data["extra"].items()},
+    )
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -68,7 +196,7 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
-        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     @classmethod
     def open_run(cls, run_dir: Path) -> Store:
@@ -86,6 +214,16 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    @contextmanager
+    def _durable_tx(self) -> Iterator[sqlite3.Connection]:
+        """A transaction whose commit is fsynced (``synchronous=FULL``): it survives power loss."""
+        self.db.execute("PRAGMA synchronous=FULL")
+        try:
+            with self._tx() as db:
+                yield db
+        finally:
+            self.db.execute("PRAGMA synchronous=NORMAL")
 
     # ---- writes (idempotent) -----------------------------------------------------------------
     def add_run(self, run_id: str, config: dict[str, object]) -> None:
@@ -115,7 +253,66 @@ class Store:
                  time.time()))
             return cur.rowcount == 1
 
+    def add_llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int,
+                     call: LLMCall) -> LLMCall:
+        """Persist one model call (durably) and return the call the store holds for that turn.
+
+        Exactly-once: when (run, trajectory, turn) is already stored, the stored call is kept
+        and returned — unless it is a ``BUDGET`` call (never sent) and ``call`` is not, in
+        which case ``call`` replaces it."""
+        key = trajectory if isinstance(trajectory, TrajectoryKey) else TrajectoryKey.parse(trajectory)
+        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+            raise StoreError(f"turn must be an int >= 1, got {turn!r}")
+        u = call.usage if call.usage is not None else Usage()
+        row = (run_id, str(key), turn, call.provider, call.model, key.method, call.status.value,
+               int(call.billed), u.prompt_tokens, u.completion_tokens, u.cached_tokens,
+               u.reasoning_tokens, call.cost_usd, call.latency_s, call.attempts,
+               orjson.dumps(llm_call_to_json(call)).decode(), time.time())
+        with self._durable_tx() as db:
+            db.execute(
+                "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id, trajectory, turn) DO UPDATE SET provider=excluded.provider, "
+                "model=excluded.model, method=excluded.method, status=excluded.status, "
+                "billed=excluded.billed, prompt_tokens=excluded.prompt_tokens, "
+                "completion_tokens=excluded.completion_tokens, cached_tokens=excluded.cached_tokens, "
+                "reasoning_tokens=excluded.reasoning_tokens, cost_usd=excluded.cost_usd, "
+                "latency_s=excluded.latency_s, attempts=excluded.attempts, call=excluded.call, "
+                "created=excluded.created "
+                "WHERE llm_calls.status = 'BUDGET' AND excluded.status != 'BUDGET'", row)
+            stored = db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",
+                                (run_id, str(key), turn)).fetchone()
+        return llm_call_from_json(orjson.loads(stored[0]))
+
     # ---- reads -------------------------------------------------------------------------------
+    def llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int) -> LLMCall | None:
+        row = self.db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",
+                              (run_id, str(trajectory), turn)).fetchone()
+        return llm_call_from_json(orjson.loads(row[0])) if row else None
+
+    def llm_calls(self, run_id: str, trajectory: TrajectoryKey | str) -> list[LLMCallRow]:
+        """A trajectory's stored calls in turn order."""
+        rows = self.db.execute("SELECT turn, call, created FROM llm_calls WHERE run_id=? AND "
+                               "trajectory=? ORDER BY turn", (run_id, str(trajectory))).fetchall()
+        return [LLMCallRow(r[0], llm_call_from_json(orjson.loads(r[1])), r[2]) for r in rows]
+
+    def llm_call_count(self, run_id: str | None = None) -> int:
+        if run_id is None:
+            return int(self.db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0])
+        return int(self.db.execute("SELECT COUNT(*) FROM llm_calls WHERE run_id=?",
+                                   (run_id,)).fetchone()[0])
+
+    def llm_totals(self, run_id: str | None = None) -> list[LLMTotals]:
+        """Calls, tokens and cost per (run, model, method), sorted; one run's, or every run's.
+        Token and cost sums count billed calls only (the others carry none)."""
+        where, args = ("WHERE run_id=?", (run_id,)) if run_id is not None else ("", ())
+        rows = self.db.execute(
+            "SELECT run_id, model, method, COUNT(*), SUM(billed), SUM(prompt_tokens), "
+            "SUM(completion_tokens), SUM(cached_tokens), SUM(reasoning_tokens), SUM(cost_usd) "
+            f"FROM llm_calls {where} GROUP BY run_id, model, method "
+            "ORDER BY run_id, model, method", args).fetchall()
+        return [LLMTotals(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]),
+                          int(r[8]), float(r[9])) for r in rows]
+
     def verdict(self, operator_id: str, operator_version: int, candidate_hash: str,
                 device_model: str, harness_version: str) -> Verdict | None:
         row = self.db.execute(
