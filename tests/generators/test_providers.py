@@ -258,12 +258,15 @@ def test_requests_per_minute_limit_paces_requests(tmp_path: Path) -> None:
                                                          max_tokens=8, deadline_s=30)
                                               for _ in range(6)))
 
+        t0 = time.monotonic()
         calls = asyncio.run(run())
-        starts = sorted(r["t_start"] for r in server.requests())
+        wall = time.monotonic() - t0
+        assert len(server.requests()) == 6
     assert all(c.status is CallStatus.OK for c in calls)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    assert min(gaps) >= 0.05, gaps  # 0.1 s, less the server's own scheduling noise
-    assert starts[-1] - starts[0] >= 0.45
+    # The bucket holds one request and refills one per 0.1 s, so the sixth cannot be sent before
+    # 0.5 s. Measured on the client: arrival times at the server also carry connection set-up
+    # and scheduling delays, which under CI load compressed their span below 0.5 s.
+    assert wall >= 0.5, wall
 
 
 def test_tokens_per_minute_is_corrected_by_actual_usage(tmp_path: Path) -> None:
@@ -277,10 +280,14 @@ def test_tokens_per_minute_is_corrected_by_actual_usage(tmp_path: Path) -> None:
                 return [await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
                                          deadline_s=30) for _ in range(5)]
 
+        t0 = time.monotonic()
         calls = asyncio.run(run())
-        starts = sorted(r["t_start"] for r in server.requests())
+        wall = time.monotonic() - t0
+        assert len(server.requests()) == 5
     assert all(c.status is CallStatus.OK for c in calls)
-    assert starts[-1] - starts[0] >= 0.9
+    # Measured on the client (server arrival times also carry connection and scheduling
+    # delays); the fifth call cannot start before ~1.0 s, less the up-front estimates' slack.
+    assert wall >= 0.95, wall
 
 
 def test_deadline_bounds_a_hanging_server(tmp_path: Path) -> None:
