@@ -162,7 +162,8 @@ class Evaluator:
         self._peaks: dict[str, Any] | None = None
         self.public_cache_bytes = public_cache_bytes
         self._public_cache: dict[str, list[tuple[Any, Call, tuple[Expected, ...]]]] = {}
-        self._public_lock = threading.Lock()
+        self._public_lock = threading.Lock()  # guards the cache and the per-problem locks
+        self._public_locks: dict[str, threading.Lock] = {}
 
     def use_peaks(self, measured: dict[str, Any] | None) -> None:
         """Use measured ceilings (bandwidth GB/s, per-dtype TFLOP/s) for speed-of-light."""
@@ -223,18 +224,22 @@ class Evaluator:
         """Inputs and fp64 references of the public cases: the same for every candidate of a
         problem, so computed once and kept (up to ``public_cache_bytes``, least recently used
         dropped first). Nothing here is ever mutated: workers get copies."""
-        with self._public_lock:  # one computation per problem even when requests race
-            hit = self._public_cache.pop(spec.ref, None)
+        with self._public_lock:
+            computing = self._public_locks.setdefault(spec.ref, threading.Lock())
+        with computing:  # one computation per problem, without holding up other problems
+            with self._public_lock:
+                hit = self._public_cache.pop(spec.ref, None)
             if hit is None:
                 hit = []
                 for c in spec.public_cases(self.tier):
                     call = spec.make_call(c, torch.Generator().manual_seed(public_seed(spec, c.name)))
                     hit.append((c, call, spec.reference(call)))
-            self._public_cache[spec.ref] = hit  # most recently used last
-            while (len(self._public_cache) > 1
-                   and sum(_entry_bytes(v) for v in self._public_cache.values())
-                   > self.public_cache_bytes):
-                self._public_cache.pop(next(iter(self._public_cache)))
+            with self._public_lock:
+                self._public_cache[spec.ref] = hit  # most recently used last
+                while (len(self._public_cache) > 1
+                       and sum(_entry_bytes(v) for v in self._public_cache.values())
+                       > self.public_cache_bytes):
+                    self._public_cache.pop(next(iter(self._public_cache)))
             return hit
 
     def _prepare(self, spec: OperatorSpec, chash: str, text: str) -> _Prepared:
