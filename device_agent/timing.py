@@ -206,20 +206,14 @@ def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device:
     return TimingSets(spec, case, device, timer, l2_bytes, cpu_sets, cand_sets, base_sets, flush)
 
 
-def prepare_sets(spec: OperatorSpec, case: Case, *, seed: int, device: str, l2_bytes: int = 0,
-                 timer: Timer | None = None) -> TimingSets:
-    """:func:`build_sets` then :func:`upload_sets`."""
-    timer = timer or timer_for(device)
-    if l2_bytes <= 0:
-        l2_bytes = timer.l2_bytes()
-    cpu_sets = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes)
-    return upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes, timer=timer)
-
-
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
               budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
-    """:func:`prepare_sets` then :func:`measure`, for callers without a device gate."""
-    sets = prepare_sets(spec, case, seed=seed, device=device, l2_bytes=l2_bytes, timer=timer)
+    """:func:`build_sets`, :func:`upload_sets` and :func:`measure` in one go, for callers
+    without a device gate (tests, benchmarks)."""
+    timer = timer or timer_for(device)
+    l2_bytes = l2_bytes if l2_bytes > 0 else timer.l2_bytes()
+    cpu_sets = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes)
+    sets = upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes, timer=timer)
     return measure(sets, fn, budget_s=budget_s)
 
 

@@ -254,7 +254,7 @@ def _patch_numerics() -> None:
     builder.create_dot = create_dot
     builder.cast_impl = cast_impl
     builder.create_fp_to_fp = create_fp_to_fp
-    # The lambdas on the class bound the original cast_impl by name lookup at call time.
+    # create_fp_trunc & co. are lambdas calling self.cast_impl: they pick up the patch.
 
 
 def _patch_benchmarking() -> None:
