@@ -42,9 +42,10 @@ from typing import Any
 import orjson
 
 from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
-from protos.records import Verdict
+from protos.records import Status, Verdict
 
-SCHEMA_VERSION = 2  # 2: the llm_calls table (added on open; files of version 1 stay readable)
+SCHEMA_VERSION = 3  # 2: llm_calls; 3: trajectory_results (tables are added on open, so files of
+#                    earlier versions stay readable)
 DB_NAME = "kgb.sqlite"
 
 _SCHEMA = """
@@ -70,6 +71,15 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL, attempts INTEGER NOT NULL, call TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (run_id, trajectory, turn));
+CREATE TABLE IF NOT EXISTS trajectory_results (
+    run_id TEXT NOT NULL, platform TEXT NOT NULL, trajectory TEXT NOT NULL,
+    operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, source TEXT NOT NULL,
+    method TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    end_reason TEXT NOT NULL, status TEXT NOT NULL, best_candidate_hash TEXT NOT NULL,
+    speedup REAL, sol_percent REAL, turns INTEGER NOT NULL, candidates INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
+    gpu_seconds REAL NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (run_id, platform, trajectory));
 """
 
 
@@ -128,6 +138,39 @@ class LLMCallRow:
     turn: int
     call: LLMCall
     created: float
+
+
+@dataclass(frozen=True)
+class TrajectoryResult:
+    """The outcome of one finished trajectory of a sweep (one row of ``trajectory_results``).
+
+    ``status`` is the verdict of the trajectory's best candidate (see
+    :attr:`generators.trajectory.Trajectory.best`), None when no candidate was judged;
+    ``best_candidate_hash`` is "" then. Tokens and cost are the billed totals of its calls;
+    ``gpu_seconds`` sums the agents' wall time over every candidate it had evaluated.
+    """
+
+    run_id: str
+    platform: str
+    key: TrajectoryKey
+    source: str                 # the problem's source: aten, vllm or cublas
+    end_reason: str             # a generators.trajectory.EndReason value
+    status: Status | None
+    best_candidate_hash: str
+    speedup: float | None
+    sol_percent: float | None
+    turns: int
+    candidates: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    gpu_seconds: float
+    detail: str = ""
+    created: float = 0.0
+
+    @property
+    def solved(self) -> bool:
+        return self.status is Status.PASSED
 
 
 @dataclass(frozen=True)
@@ -283,7 +326,38 @@ class Store:
                                 (run_id, str(key), turn)).fetchone()
         return llm_call_from_json(orjson.loads(stored[0]))
 
+    def add_trajectory_result(self, r: TrajectoryResult) -> bool:
+        """Store a finished trajectory; False when (run, platform, trajectory) is already stored
+        (the first outcome is kept: a resumed sweep never rewrites a finished trajectory)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO trajectory_results VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (r.run_id, r.platform, str(r.key), r.key.operator_id, r.key.operator_version,
+                 r.source, r.key.method, r.key.model, r.key.sample, r.end_reason,
+                 "" if r.status is None else r.status.value, r.best_candidate_hash, r.speedup,
+                 r.sol_percent, r.turns, r.candidates, r.prompt_tokens, r.completion_tokens,
+                 r.cost_usd, r.gpu_seconds, r.detail, r.created or time.time()))
+            return cur.rowcount == 1
+
     # ---- reads -------------------------------------------------------------------------------
+    def trajectory_results(self, run_id: str) -> list[TrajectoryResult]:
+        """A run's finished trajectories, in (platform, trajectory) order."""
+        rows = self.db.execute(
+            "SELECT run_id, platform, trajectory, source, end_reason, status, best_candidate_hash, "
+            "speedup, sol_percent, turns, candidates, prompt_tokens, completion_tokens, cost_usd, "
+            "gpu_seconds, detail, created FROM trajectory_results WHERE run_id=? "
+            "ORDER BY platform, trajectory", (run_id,)).fetchall()
+        return [TrajectoryResult(r[0], r[1], TrajectoryKey.parse(r[2]), r[3], r[4],
+                                 Status(r[5]) if r[5] else None, r[6], r[7], r[8], int(r[9]),
+                                 int(r[10]), int(r[11]), int(r[12]), float(r[13]), float(r[14]),
+                                 r[15], float(r[16])) for r in rows]
+
+    def finished_trajectories(self, run_id: str) -> set[tuple[str, str]]:
+        """(platform, trajectory key string) of every finished trajectory of a run."""
+        return {(r[0], r[1]) for r in self.db.execute(
+            "SELECT platform, trajectory FROM trajectory_results WHERE run_id=?", (run_id,))}
+
     def llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int) -> LLMCall | None:
         row = self.db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",
                               (run_id, str(trajectory), turn)).fetchone()

@@ -42,3 +42,27 @@ def test_trajectories_join_verdicts_and_survive_reopen(tmp_path: Path) -> None:
     assert status_counts(rows) == {"PASSED": 1, "PENDING": 1}
     assert s.source("h1") == "src" and s.run_ids() == ["r1"]
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_trajectory_results_are_stored_once_and_read_back(tmp_path):
+    from coordinator.store import TrajectoryKey, TrajectoryResult
+    from protos.records import Status
+
+    store = Store(tmp_path / "kgb.sqlite")
+    key = TrajectoryKey("aten::add", 1, "refine", "org/model", 3)
+    first = TrajectoryResult("r1", "cpu", key, "aten", "SOLVED", Status.PASSED, "ab" * 32, 1.5, 40.0,
+                             2, 2, 100, 50, 0.25, 3.5, "")
+    assert store.add_trajectory_result(first)
+    later = TrajectoryResult("r1", "cpu", key, "aten", "TURNS_EXHAUSTED", Status.WRONG_ANSWER, "",
+                             None, None, 4, 4, 900, 90, 1.0, 9.0, "")
+    assert not store.add_trajectory_result(later)  # the first outcome is kept
+    other = TrajectoryResult("r1", "cuda", key, "aten", "LLM_ERROR", None, "", None, None, 1, 0,
+                             0, 0, 0.0, 0.0, "HTTP 500")
+    assert store.add_trajectory_result(other)
+    rows = store.trajectory_results("r1")
+    assert [(r.platform, r.status, r.end_reason) for r in rows] == [
+        ("cpu", Status.PASSED, "SOLVED"), ("cuda", None, "LLM_ERROR")]
+    assert rows[0].key == key and rows[0].solved and not rows[1].solved
+    assert rows[0].prompt_tokens == 100 and rows[0].speedup == 1.5 and rows[1].detail == "HTTP 500"
+    assert store.finished_trajectories("r1") == {("cpu", str(key)), ("cuda", str(key))}
+    assert store.trajectory_results("other") == []
