@@ -197,7 +197,7 @@ def copy(args: argparse.Namespace) -> None:
             samples = []
             for k in range(200):
                 s, d = bufs[k % sets]
-                flush.zero_()
+                timer.clear_l2(flush)
                 timer.sync()
                 samples.append(timer.time_us(
                     lambda s=s, d=d, g=grid, b=block, n=n: mod.copy_kernel[g](s, d, n, BLOCK=b)))

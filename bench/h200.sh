@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
-#   bash bench/h200.sh setup gputests copy throughput repeatability suite
+#   bash bench/h200.sh setup gputests corpus copy throughput repeatability suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
 # grpcio-reflection, orjson, rich). Raw results go to $OUT (default bench/results/h200).
 set -uo pipefail
@@ -14,10 +14,19 @@ for step in "$@"; do
     setup)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,memory.total \
         --format=csv | tee "$OUT/nvidia-smi.csv"
-      python3 -c "import sys,torch,triton,grpc,google.protobuf as p;print(sys.version.split()[0],torch.__version__,triton.__version__,grpc.__version__,p.__version__)" | tee "$OUT/versions.txt" ;;
+      python3 -c "import sys,torch,triton,grpc,google.protobuf as p;print(sys.version.split()[0],torch.__version__,triton.__version__,grpc.__version__,p.__version__)" | tee "$OUT/versions.txt"
+      # Host limits that bound how many workers can start (pids, memory) — for diagnosis.
+      { echo "nproc $(nproc)"; free -g | head -2
+        for f in pids.max pids.current memory.max memory.current cpu.max; do
+          echo "cgroup $f: $(cat /sys/fs/cgroup/$f 2>/dev/null || echo n/a)"; done
+        ulimit -a; } > "$OUT/limits.txt" 2>&1; cat "$OUT/limits.txt" | head -12 ;;
     gputests)
       timeout "${GPUTESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -x -m gpu ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
         tests/device_agent/test_gpu.py 2>&1 | tail -25 | tee "$OUT/pytest-gpu.txt" ;;
+    corpus)
+      timeout "${CORPUS_S:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu -rf -k on_gpu \
+        tests/adversarial/test_corpus.py > "$OUT/corpus.txt" 2>&1; echo "exit $?"
+      tail -40 "$OUT/corpus.txt" | cut -c1-400 ;;
     copy|throughput|repeatability)
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;

@@ -28,7 +28,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="warm workers per device (default 2 on cpu, 4 per GPU)")
     s.add_argument("--max-queue", type=int, default=256, help="evaluations admitted at once")
     s.add_argument("--port-file", type=Path, default=None, help="write the bound port here")
+    s.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus /metrics on --host at this port (0 picks a free one; "
+                        "default: no metrics endpoint)")
     s.add_argument("--work-dir", type=Path, default=None, help="where worker directories live")
+    s.add_argument("--register", default=None, metavar="HOST:PORT",
+                   help="register with the coordinator's agent registry at HOST:PORT and send it "
+                        "heartbeats; an unreachable coordinator is retried, never fatal (docs/fleet.md)")
+    s.add_argument("--advertise", default=None, metavar="HOST:PORT",
+                   help="the address the coordinator should dial (default: --host and the bound "
+                        "port; this host's name when --host is 0.0.0.0 or ::)")
     s.add_argument("--worker-memory-gb", type=float, default=8.0,
                    help="address-space limit per worker on platforms without a GPU (default 8)")
     s.add_argument("--no-private-uid", action="store_true",
@@ -53,6 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.port < 0 or args.port > 65535:
         print(f"kgb agent: --port must be 0-65535, got {args.port}", file=sys.stderr)
         return 2
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        print(f"kgb agent: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
+        return 2
+    from protos.registry import check_address
+
+    for flag, value in (("--register", args.register), ("--advertise", args.advertise)):
+        try:
+            if value is not None:
+                check_address(value)
+        except ValueError as exc:
+            print(f"kgb agent: {flag}: {exc}", file=sys.stderr)
+            return 2
+    if args.advertise and not args.register:
+        print("kgb agent: --advertise needs --register", file=sys.stderr)
+        return 2
     if args.workers is not None and not 1 <= args.workers <= 64:
         print("kgb agent: --workers must be between 1 and 64", file=sys.stderr)
         return 2
@@ -71,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
                              workers_per_device=args.workers, max_queue=args.max_queue,
                              port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
-                             layers=frozenset(LAYERS) - set(args.disable_layer))
+                             layers=frozenset(LAYERS) - set(args.disable_layer),
+                             metrics_port=args.metrics_port, register=args.register,
+                             advertise=args.advertise)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

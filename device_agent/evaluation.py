@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -50,6 +50,9 @@ from protos.records import (
     SystemInfo,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from device_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +167,7 @@ class Evaluator:
         self._public_cache: dict[str, list[tuple[Any, Call, tuple[Expected, ...]]]] = {}
         self._public_lock = threading.Lock()  # guards the cache and the per-problem locks
         self._public_locks: dict[str, threading.Lock] = {}
+        self.metrics: AgentMetrics | None = None  # set by the server when it exports metrics
 
     def use_peaks(self, measured: dict[str, Any] | None) -> None:
         """Use measured ceilings (bandwidth GB/s, per-dtype TFLOP/s) for speed-of-light."""
@@ -276,11 +280,23 @@ class Evaluator:
                        progress: Callable[[Progress], None] | None = None) -> Verdict:
         """Evaluate ``req`` (already validated by :meth:`resolve`). ``deadline`` is a
         ``time.monotonic()`` instant; every stage ends ``margin_s`` before it."""
+        marks: dict[str, float] = {}  # first time each stage was reached: log and metrics
+        try:
+            verdict = await self._evaluate(req, deadline, progress, marks)
+        except asyncio.CancelledError:
+            if self.metrics is not None:
+                self.metrics.cancelled(_stage_seconds(marks, time.monotonic()))
+            raise
+        if self.metrics is not None:
+            self.metrics.evaluated(verdict.status, _stage_seconds(marks, time.monotonic()))
+        return verdict
+
+    async def _evaluate(self, req: EvalRequest, deadline: float,
+                        progress: Callable[[Progress], None] | None,
+                        marks: dict[str, float]) -> Verdict:
         t0 = time.monotonic()
         spec = self.resolve(req)
         chash = candidate_hash(req.source)
-
-        marks: dict[str, float] = {}  # first time each stage was reached, for the log
 
         def report(stage: Stage, detail: str = "", done: int = 0, total: int = 0) -> None:
             marks.setdefault(stage.name.lower(), time.monotonic())
@@ -299,6 +315,7 @@ class Evaluator:
                     spec, chash, req, Status.REJECTED,
                     f"static policy: {violations[0].describe()}{more}", t0,
                     findings=tuple(Finding("static", v.rule, v.describe()) for v in violations[:20]))
+        marks.setdefault("inputs", time.monotonic())
         prepared = await asyncio.to_thread(self._prepare, spec, chash, text)
 
         report(Stage.QUEUED)
@@ -321,6 +338,7 @@ class Evaluator:
         try:
             verdict = await self._run(worker, pool_index, prepared, req, deadline, t0, report)
         finally:
+            marks.setdefault("cleanup", time.monotonic())
             await pool.release(worker)
         log.info("%s %s %s in %.1fs (%s)", spec.ref, chash[:12], verdict.status.name,
                  verdict.wall_seconds, _stage_durations(marks, t0))
@@ -648,11 +666,14 @@ class Evaluator:
             async with gate.shared():
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
+            asked = time.monotonic()
             async with gate.exclusive():
                 went = time.monotonic()
                 await worker.send({"type": "go", "nonce": nonce, "index": index})
                 msg = await recv(timing_deadline)
                 wall = time.monotonic() - went
+            if self.metrics is not None:  # outside the exclusive window, which is being timed
+                self.metrics.timing_lock_waited(self.gates.index(gate), went - asked)
             if msg.get("type") == "timing_error":
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
             if msg.get("type") != "timing" or msg.get("index") != index:
@@ -798,6 +819,14 @@ def _stage_durations(marks: dict[str, float], t0: float) -> str:
     names = sorted(marks, key=marks.__getitem__)
     ends = [marks[n] for n in names[1:]] + [time.monotonic()]
     return ", ".join(f"{n} {end - marks[n]:.1f}s" for n, end in zip(names, ends, strict=True))
+
+
+def _stage_seconds(marks: dict[str, float], end: float) -> dict[str, float]:
+    """Seconds spent in each reached stage, for metrics: until the next stage began ("done" only
+    ends the stage before it)."""
+    names = sorted(marks, key=marks.__getitem__)
+    ends = [marks[n] for n in names[1:]] + [end]
+    return {n: stop - marks[n] for n, stop in zip(names, ends, strict=True) if n != "done"}
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -31,12 +31,16 @@ from grpc_reflection.v1alpha import reflection
 import operators
 from device_agent.evaluation import HARNESS_VERSION, LAYERS, Evaluator, InvalidRequest, StageBudgets
 from device_agent.platforms import Platform, resolve
+from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from device_agent.sandbox import SandboxSettings
 from device_agent.workers import WorkerPool
 from protos import convert
 from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
 from protos.records import AgentDescription, DeviceInfo, EvalRequest, Progress, SystemInfo, Verdict
+
+if TYPE_CHECKING:
+    from device_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,10 @@ class AgentSettings:
     budgets: StageBudgets = StageBudgets()
     sandbox: SandboxSettings = SandboxSettings()
     layers: frozenset[str] = frozenset(LAYERS)
+    metrics_port: int | None = None  # None: no Prometheus /metrics endpoint
+    register: str | None = None    # a coordinator's registry (host:port) to register with
+    advertise: str | None = None   # the address to register (default: the listen address)
+    drain_s: float = 5.0           # on SIGTERM, how long in-flight evaluations may finish
 
 
 class QueueFull(Exception):
@@ -94,6 +102,15 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
         self._waiters: collections.Counter[str] = collections.Counter()
         self._done: collections.OrderedDict[str, Verdict] = collections.OrderedDict()
         self._progress: dict[str, Callable[[Progress], None]] = {}
+        self.metrics: AgentMetrics | None = None
+
+    def _count_rejection(self, exc: BaseException) -> None:
+        """Count an Evaluate call refused before admission (for metrics)."""
+        reason = ("invalid_argument" if isinstance(exc, InvalidRequest) else
+                  "queue_full" if isinstance(exc, QueueFull) else
+                  "draining" if isinstance(exc, Draining) else None)
+        if self.metrics is not None and reason is not None:
+            self.metrics.rejected(reason)
 
     # ---- admission ---------------------------------------------------------------------------
     @property
@@ -179,6 +196,7 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
             got = self._admit(req, context, None)
             verdict = got if isinstance(got, Verdict) else await self._await(req.request_id, got)
         except Exception as exc:  # noqa: BLE001 - mapped to a status code in one place
+            self._count_rejection(exc)
             await _abort_for(exc, context)
             raise
         return convert.verdict_to_proto(verdict)
@@ -190,6 +208,7 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
         try:
             got = self._admit(req, context, events.put_nowait)
         except Exception as exc:  # noqa: BLE001
+            self._count_rejection(exc)
             await _abort_for(exc, context)
             raise
         if isinstance(got, Verdict):
@@ -254,6 +273,24 @@ class BindError(RuntimeError):
     pass
 
 
+async def _drain(service: DeviceAgentService, limit_s: float) -> None:
+    """Keep serving while in-flight evaluations finish (up to ``limit_s``): health answers
+    NOT_SERVING, Describe still works and new work gets UNAVAILABLE, so a coordinator can tell a
+    draining agent, whose calls will complete, from a dead one, whose calls must move."""
+    end = time.monotonic() + limit_s
+    while service.active and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+
+
+def _registrar(settings: AgentSettings, port: int, service: DeviceAgentService) -> Registrar | None:
+    """The heartbeat loop for ``--register`` (started once the workers are warm), else None."""
+    if not settings.register:
+        return None
+    advertise = settings.advertise or advertise_address(settings.host, port)
+    return Registrar(RegistrationSettings(coordinator=settings.register, advertise=advertise),
+                     service.describe, lambda: service.draining)
+
+
 def default_workers(platform: Platform) -> int:
     return 2 if platform.name == "cpu" else 4
 
@@ -274,6 +311,17 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
         raise BindError(f"cannot listen on {address} (address in use or not available)") from None
     if port == 0:
         raise BindError(f"cannot listen on {address} (port in use?)")
+    metrics: AgentMetrics | None = None
+    if settings.metrics_port is not None:
+        from device_agent.metrics import AgentMetrics
+
+        metrics = AgentMetrics(platform.name)
+        try:
+            metrics_port = metrics.serve(settings.metrics_port, settings.host)
+        except OSError as exc:
+            raise RuntimeError(f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
+                               f"({exc.strerror or exc}); choose another --metrics-port "
+                               "(or 0 for a free one)") from None
 
     work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
     work_root.mkdir(parents=True, exist_ok=True)
@@ -291,6 +339,11 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
     service = DeviceAgentService(evaluator, pools, settings, agent_id)
+    if metrics is not None:
+        service.metrics = evaluator.metrics = metrics
+        for pool in pools:
+            pool.metrics = metrics
+        metrics.watch(pools, lambda: service.active, settings.max_queue)
 
     health_servicer = health.aio.HealthServicer()
     await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -302,6 +355,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
          health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
     await server.start()
+    registrar = _registrar(settings, port, service)
     if settings.port_file is not None:
         tmp = settings.port_file.with_suffix(".tmp")
         tmp.write_text(str(port))
@@ -312,6 +366,10 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
           f"(platform {platform.name}, {len(pools)} device(s) x {size} workers, "
           f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'})",
           file=sys.stderr, flush=True)
+    if metrics is not None:
+        shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+        print(f"kgb agent metrics on http://{shown}:{metrics_port}/metrics", file=sys.stderr,
+              flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -325,8 +383,13 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
             evaluator.use_peaks(_peaks_for(pools[0], evaluator.system))
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+        if metrics is not None:
+            metrics.describe(evaluator.system.device_model, HARNESS_VERSION)
+            metrics.serving(True)
         log.info("workers ready; SERVING")
         print("kgb agent ready (SERVING)", file=sys.stderr, flush=True)
+        if registrar is not None:
+            registrar.start()
 
     warm_task = loop.create_task(warm())
     stop_task = loop.create_task(stop.wait())
@@ -338,14 +401,23 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     else:
         await stop.wait()
     service.draining = True
+    if metrics is not None:
+        metrics.serving(False)
     with contextlib.suppress(Exception):
         await health_servicer.enter_graceful_shutdown()
-    await server.stop(grace=5.0)
+    if registrar is not None:
+        registrar.wake()  # tell the coordinator "draining" now, not at the next heartbeat
+    await _drain(service, settings.drain_s)
+    if registrar is not None:
+        await registrar.close()
+    await server.stop(grace=1.0)
     warm_task.cancel()
     for p in pools:
         await p.close()
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)
+    if metrics is not None:
+        metrics.close()
     print("kgb agent stopped", file=sys.stderr, flush=True)
     return code

@@ -9,6 +9,7 @@ statistics. Only meaningful on a real device; the agent never asks the ``cpu`` p
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import time
@@ -78,6 +79,28 @@ class Timer(Protocol):
         """(SM clock in MHz, temperature in °C) now, each None where unreadable."""
         ...
 
+    def clear_l2(self, flush: torch.Tensor) -> None:
+        """Leave nothing of the last call in the cache: ``flush`` is bigger than the L2."""
+        ...
+
+
+CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+
+
+def _driver_api() -> tuple[Any, Any, Any] | None:
+    """``cuCtxGetLimit``, ``cuCtxSetLimit`` and ``cuCtxResetPersistingL2Cache`` from the CUDA
+    driver (None where it cannot be loaded, e.g. ROCm)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        get_limit, set_limit = lib.cuCtxGetLimit, lib.cuCtxSetLimit
+        reset = lib.cuCtxResetPersistingL2Cache
+    except (OSError, AttributeError):
+        return None
+    get_limit.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
+    set_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+    reset.argtypes = []
+    return get_limit, set_limit, reset
+
 
 class CudaTimer:
     """CUDA events around the call, with a device-wide synchronize after it (work queued on
@@ -101,6 +124,7 @@ class CudaTimer:
             self._nvml = pynvml
         except Exception:  # noqa: BLE001 - no NVML: no throttle detection
             self._nvml = None
+        self._cuda = _driver_api()
 
     def l2_bytes(self) -> int:
         props = torch.cuda.get_device_properties(self.device)
@@ -122,6 +146,19 @@ class CudaTimer:
         self.end.record()
         torch.cuda.synchronize()
         return float(self.start.elapsed_time(self.end)) * 1000.0
+
+    def clear_l2(self, flush: torch.Tensor) -> None:
+        """Persisting L2 lines survive a memset flush: whatever a previous call set up (an access
+        policy window with a persisting hit property, a raised persisting carve-out), the
+        carve-out is set back to zero and every persisting line is made normal before the flush
+        evicts them. The driver entry points were bound before any candidate was imported."""
+        if self._cuda is not None:
+            get_limit, set_limit, reset = self._cuda
+            size = ctypes.c_size_t(0)
+            if get_limit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0 and size.value:
+                set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
+            reset()
+        flush.zero_()
 
     def throttled(self) -> bool:
         if self._nvml is None:
@@ -147,6 +184,9 @@ class CudaTimer:
 
 class WallTimer:
     """Host wall clock, for platforms without device timers. Never reported as performance."""
+
+    def clear_l2(self, flush: torch.Tensor) -> None:
+        flush.zero_()
 
     def l2_bytes(self) -> int:
         return 1 << 20
@@ -255,7 +295,7 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
         throttled = timer.throttled()
         for which in ("A", "B", "B", "A"):
             c = (cand_sets if which == "A" else base_sets)[k % n_sets]
-            flush.zero_()
+            timer.clear_l2(flush)
             timer.sync()
             round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
         throttled = throttled or timer.throttled()

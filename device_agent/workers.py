@@ -23,13 +23,17 @@ import signal
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from device_agent import sandbox
 from device_agent.codec import encode, read_message
 from device_agent.device_gate import DeviceGate
 from device_agent.platforms import Platform
+
+if TYPE_CHECKING:
+    from device_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +183,11 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     env["HOME"] = str(workdir)
     env["KGB_WORKER_THREADS"] = str(max(1, min(4, (os.cpu_count() or 1) // 4)))
     env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
+    # Triton's compiled driver helpers, shared by this agent's workers: written only before a
+    # worker drops privileges, read-only to candidates (see platforms.cuda.load_triton_driver).
+    driver_cache = root / "triton-driver"
+    driver_cache.mkdir(mode=0o755, exist_ok=True)
+    env["KGB_TRITON_DRIVER_CACHE"] = str(driver_cache)
     if peaks_cache_dir is not None:
         env["KGB_PEAKS_CACHE_DIR"] = str(peaks_cache_dir)
     log_path.touch(mode=0o600)
@@ -236,6 +245,7 @@ class WorkerPool:
         # The device's gate: workers starting (context creation, warm-up kernel) and exiting
         # (context teardown) use the device too, so they wait while a case is timed.
         self.gate = DeviceGate()
+        self.metrics: AgentMetrics | None = None  # set by the server when it exports metrics
 
     async def start(self) -> None:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
@@ -255,6 +265,8 @@ class WorkerPool:
                 self._ready.put_nowait(r)
         if errors:
             for _ in errors:
+                if self.metrics is not None:
+                    self.metrics.worker_start_failed(self.device_index)
                 self._spawn_replacement()
             if self._ready.empty():
                 raise WorkerStartError(str(errors[0]))
@@ -271,9 +283,12 @@ class WorkerPool:
         while not self._closed:
             try:
                 async with self.gate.shared():
+                    began = time.monotonic()
                     w = await start_worker(self.platform, self.device_index, self.root,
                                            self.limits)
             except WorkerStartError as exc:
+                if self.metrics is not None:
+                    self.metrics.worker_start_failed(self.device_index)
                 log.error("worker start failed (retrying in %.1fs): %s", delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -281,8 +296,20 @@ class WorkerPool:
             if self._closed:
                 await w.dispose()
                 return
+            if self.metrics is not None:
+                self.metrics.worker_restarted(self.device_index, time.monotonic() - began)
             self._ready.put_nowait(w)
             return
+
+    @property
+    def ready_count(self) -> int:
+        """Warm workers waiting for a candidate."""
+        return self._ready.qsize()
+
+    @property
+    def starting(self) -> int:
+        """Replacement workers being started (or retried after a failed start)."""
+        return len(self._tasks)
 
     async def acquire(self) -> Worker:
         """A ready worker for one candidate. Starts its replacement immediately."""

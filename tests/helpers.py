@@ -21,10 +21,10 @@ def only_layer(*layers: str) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None = None,
-                  wait: bool = True) -> Iterator[str]:
-    """A real cpu agent process on a free loopback port; yields its address (SERVING unless
-    ``wait`` is False, in which case it yields as soon as the port is bound)."""
-    agent = LocalAgent(platform="cpu", workers=workers, extra_args=extra_args, env=env)
+                  wait: bool = True, platform: str = "cpu") -> Iterator[str]:
+    """A real agent process (``cpu`` unless told) on a free loopback port; yields its address
+    (SERVING unless ``wait`` is False, in which case it yields as soon as the port is bound)."""
+    agent = LocalAgent(platform=platform, workers=workers, extra_args=extra_args, env=env)
     address = agent.start()
     try:
         if wait:

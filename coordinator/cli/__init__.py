@@ -13,8 +13,10 @@ import click
 
 from coordinator.cli.agent_cmd import agent
 from coordinator.cli.eval_cmd import eval_cmd
+from coordinator.cli.export_cmd import export
 from coordinator.cli.operators_cmd import operators_group
-from coordinator.cli.run_cmd import report, run
+from coordinator.cli.report_cmd import report
+from coordinator.cli.run_cmd import run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "KGB"})
@@ -28,6 +30,7 @@ def kgb() -> None:
       kgb operators show aten::add  entry points, cases, tolerances
       kgb eval my_add.py --op aten::add      evaluate a candidate file
       kgb run                       the default job: reference solutions on a local agent
+      kgb report RUN                accuracy, pass@k, status funnel, cost of a stored run
     """
 
 
@@ -36,6 +39,7 @@ kgb.add_command(agent)
 kgb.add_command(eval_cmd)
 kgb.add_command(run)
 kgb.add_command(report)
+kgb.add_command(export)
 
 
 def main(argv: list[str] | None = None) -> None:

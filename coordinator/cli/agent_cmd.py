@@ -32,9 +32,19 @@ def agent() -> None:
               help="switch an anti-cheat layer off, repeatable (to test the others on their own): "
                    "static, runtime, launches, ghost, determinism, replay, integrity, timing "
                    "(docs/anticheat.md)")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="serve Prometheus /metrics on --host at this port (0 picks a free one; "
+                   "default: none; docs/metrics.md)")
+@click.option("--register", metavar="HOST:PORT", default=None,
+              help="register with the coordinator's agent registry at HOST:PORT and send it "
+                   "heartbeats; an unreachable coordinator is retried, never fatal (docs/fleet.md)")
+@click.option("--advertise", metavar="HOST:PORT", default=None,
+              help="the address the coordinator should dial (default: --host and the bound port; "
+                   "this host's name when --host is 0.0.0.0 or ::)")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
-          port_file: str | None, disabled: tuple[str, ...], verbose: bool) -> None:
+          port_file: str | None, disabled: tuple[str, ...], metrics_port: int | None,
+          register: str | None, advertise: str | None, verbose: bool) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -44,6 +54,12 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv += ["--port-file", port_file]
     for layer in disabled:
         argv += ["--disable-layer", layer]
+    if metrics_port is not None:
+        argv += ["--metrics-port", str(metrics_port)]
+    if register:
+        argv += ["--register", register]
+    if advertise:
+        argv += ["--advertise", advertise]
     if verbose:
         argv.append("--verbose")
     env = dict(os.environ)

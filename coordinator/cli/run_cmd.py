@@ -1,4 +1,4 @@
-"""``kgb run`` (the embedded default job) and ``kgb report``."""
+"""``kgb run``: the embedded default job (``kgb report`` prints a stored run again)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,7 @@ import click
 
 import operators
 from coordinator.report import render_table, result_rows, status_counts, stdout_console
-from coordinator.store import DB_NAME, Store, StoreError
-
-
-def _resolve_run(run: str, runs_dir: Path) -> tuple[Path, str | None]:
-    """A run id under ``runs_dir``, a run directory, or a database file."""
-    p = Path(run)
-    if p.is_file():
-        return p, None
-    if p.is_dir() and (p / DB_NAME).exists():
-        return p / DB_NAME, p.name
-    q = runs_dir / run / DB_NAME
-    if q.exists():
-        return q, run
-    raise click.UsageError(f"no run {run!r}: not a run id under {runs_dir}/ nor a run directory")
+from coordinator.store import Store, StoreError
 
 
 @click.command("run")
@@ -120,12 +107,9 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
                     bar.update(task_id, last=f"{e.operator_id}: infra error {e.error[:60]}")
                     return
                 v = e.verdict
-                if e.reused:
-                    metrics.reused.inc()
-                else:
-                    metrics.eval_seconds.labels(v.system.platform or platform).observe(v.wall_seconds)
-                metrics.candidates.labels(v.status.value, v.operator_id.split("::")[0],
-                                          v.system.platform or platform, e.method).inc()
+                metrics.verdict(v, source=v.operator_id.split("::")[0],
+                                platform=v.system.platform or platform, method=e.method,
+                                reused=e.reused)
                 bar.update(task_id, last=f"{e.operator_id}: {v.status.value}")
 
             summary = run_sweep(config, address, desc, store, on_event, planned)  # type: ignore[arg-type]
@@ -146,28 +130,3 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
     console.print(f"report again with: kgb report {config.run_id}")
     store.close()
     return 0 if summary.infra_errors == 0 else 1
-
-
-@click.command("report")
-@click.argument("run_ref", metavar="RUN")
-@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
-              show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per trajectory")
-def report(run_ref: str, runs_dir: Path, as_json: bool) -> None:
-    """Print the results table of a stored run (a run id or a path)."""
-    from dataclasses import asdict
-
-    import orjson
-
-    db, run_id = _resolve_run(run_ref, runs_dir)
-    store = Store(db)
-    ids = [run_id] if run_id and run_id in store.run_ids() else store.run_ids()
-    if not ids:
-        raise click.UsageError(f"{db} holds no runs")
-    for rid in ids:
-        rows = result_rows(store.trajectories(rid))
-        if as_json:
-            for r in rows:
-                sys.stdout.write(orjson.dumps({"run": rid, **asdict(r)}).decode() + "\n")
-        else:
-            stdout_console().print(render_table(rows, title=f"run {rid}"))

@@ -24,6 +24,31 @@ DATASHEET: dict[str, Peaks] = {
 }
 
 
+def load_triton_driver(shared_cache: str) -> None:
+    """Load Triton's CUDA driver helpers from a cache the agent shares between its workers.
+
+    The first use of Triton's driver compiles a C helper module (``cuda_utils``) with gcc into
+    the Triton cache. Each worker's cache is private and fresh (candidates must not share
+    compiled kernels), so without this every worker would run ``gcc -O3`` — a second or more of
+    CPU — inside the sandbox, under its process limit, for every candidate. Here the module is
+    built once per agent, before privileges drop, into a directory the candidates cannot write;
+    later workers only load it. The private cache is restored for everything else.
+    """
+    if not shared_cache:
+        return
+    from triton.runtime import driver
+
+    private = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = shared_cache
+    try:
+        driver.active.utils  # noqa: B018 - creating the driver builds or loads the module
+    finally:
+        if private is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = private
+
+
 class CudaPlatform:
     name: str = "cuda"
     torch_device: str = "cuda"
@@ -60,6 +85,7 @@ class CudaPlatform:
         # the compiler's own processes (gcc for Triton's launchers) need.
         torch.set_num_threads(int(os.environ.get("KGB_WORKER_THREADS", "4")))
         torch.randn(1 << 20).sum()
+        load_triton_driver(os.environ.get("KGB_TRITON_DRIVER_CACHE", ""))
 
     def device_model(self) -> str:
         import torch

@@ -29,15 +29,20 @@ def _headers(path: Path) -> dict[str, str]:
 
 def table() -> str:
     rows: dict[int, list[tuple[str, str, str, str]]] = defaultdict(list)
-    for path in sorted((HERE / "cheats").glob("*.py")):
-        h = _headers(path)
-        rows[int(h["catalogue"])].append((h["layer"], h["expect"], path.name, h["operator"]))
+    for folder in ("cheats", "cheats_gpu"):
+        for path in sorted((HERE / folder).glob("*.py")):
+            h = _headers(path)
+            rows[int(h["catalogue"])].append((h["layer"], h["expect"], f"{folder}/{path.name}",
+                                              h["operator"]))
     lines = [BEGIN, "", "| row | layer (alone) | verdict | cheat file | problem |", "|---|---|---|---|---|"]
     for row in sorted(rows):
         for layer, expect, name, op in sorted(rows[row]):
-            lines.append(f"| {row} | `{layer}` | {expect} | `cheats/{name}` | `{op}` |")
+            lines.append(f"| {row} | `{layer}` | {expect} | `{name}` | `{op}` |")
     honest = sorted((HERE / "honest").glob("*.py"))
-    lines += ["", f"Honest candidates: {len(honest)} files in `tests/adversarial/honest/`, "
+    lines += ["", "Files in `cheats_gpu/` need real device timing: they run only on a GPU "
+              "(`bench/h200.sh corpus`, results in docs/BENCHMARKS.md), where the whole corpus "
+              "runs again on a `cuda` agent.", "",
+              f"Honest candidates: {len(honest)} files in `tests/adversarial/honest/`, "
               "each PASSED by an agent with every layer on.", "", END]
     return "\n".join(lines)
 

@@ -70,3 +70,48 @@ def test_peak_measurement_is_plausible() -> None:
     if sheet is not None:
         assert peaks.believable(m, sheet.bandwidth_gbps)
         assert m["bandwidth_gbps"] > 0.6 * sheet.bandwidth_gbps
+
+
+def test_timer_undoes_a_persisting_l2_carve_out() -> None:
+    """Row 20 of the catalogue: a call that raises the persisting-L2 carve-out (what an access
+    policy window with a persisting hit property needs) finds it back at zero before the next
+    timed call."""
+    import ctypes
+
+    import torch
+
+    from device_agent.timing import CU_LIMIT_PERSISTING_L2_CACHE_SIZE, CudaTimer
+
+    torch.zeros(1, device="cuda")  # a current context
+    lib = ctypes.CDLL("libcuda.so.1")
+    size = ctypes.c_size_t(0)
+    assert lib.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(8 << 20)) == 0
+    assert lib.cuCtxGetLimit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0
+    assert size.value > 0  # the device honoured the carve-out
+    timer = CudaTimer("cuda")
+    timer.clear_l2(torch.empty(timer.l2_bytes() * 2, dtype=torch.uint8, device="cuda"))
+    assert lib.cuCtxGetLimit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0
+    assert size.value == 0
+
+
+def test_workers_share_one_build_of_tritons_driver_helpers(tmp_path) -> None:
+    """Triton's driver helper module is compiled once into the agent's shared cache, then only
+    loaded; the private cache setting survives the detour."""
+    import os
+    import subprocess
+    import sys
+
+    shared = tmp_path / "driver"
+    shared.mkdir()
+    code = ("import os, torch; torch.zeros(1, device='cuda');"
+            "from device_agent.platforms.cuda import load_triton_driver;"
+            f"load_triton_driver({str(shared)!r});"
+            "print(os.environ['TRITON_CACHE_DIR'])")
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "private")}
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=300, check=True)
+        assert out.stdout.strip() == str(tmp_path / "private")
+    built = list(shared.rglob("cuda_utils*.so"))
+    assert len(built) == 1, built
+    assert not (tmp_path / "private").exists() or not list((tmp_path / "private").rglob("*.so"))

@@ -1,0 +1,499 @@
+"""A real Prometheus scrapes a working coordinator and a cpu agent; every dashboard query answers.
+
+Prometheus is the Debian package (``apt-get install prometheus``). When it is missing and the
+test runs as root, the fixture installs it. When it cannot be installed or started, the test
+**fails** in CI (``CI`` set) or as root, and skips elsewhere with the command to run.
+
+The scrape configuration is ``deploy/prometheus.yml`` itself, with its targets pointed at this
+test's processes and a 1 s scrape interval. The coordinator's side is driven by
+:func:`drive_sweep_workload`, which stands in for the sweep engine until ``kgb sweep run``
+exists: LLM trajectory methods against the scripted LLM server, evaluations on the real agent,
+and every call, verdict and trajectory fed to :class:`SweepMetrics` as the engine will.
+Then every expression of ``deploy/grafana/kgb.json`` (Grafana's variables substituted) must
+return at least one finite value, and every variable query at least one label value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+import pytest
+import yaml
+
+import generators
+import operators
+from coordinator.metrics import SweepMetrics
+from generators.evaluation import AgentEvaluator, candidate_hash
+from generators.llm import LLMCall
+from generators.providers import EndpointConfig, ModelPrice, PriceTable, create
+from operators.aten.add import NEGATIVE_NO_ALPHA
+from protos.client import AgentClient
+from protos.records import Status, Verdict
+from tests.deploy.helpers import PROM_CONFIG, catalogue, expressions, metrics_agent, variable_queries
+from tests.generators.fake_llm_server import FakeServer, fake_server
+
+SCRAPE = "1s"
+# Grafana's interval variables: longer than the whole test, so rates see every event.
+WINDOW = "5m"
+ADD = operators.get("aten::add")
+SAXPY = operators.get("cublas::cublasSaxpy_v2")
+CODER, REASONER = "fake-coder", "fake-reasoner"
+PRICES = PriceTable({CODER: ModelPrice(prompt=1.0, completion=4.0, cached_prompt=0.5),
+                     REASONER: ModelPrice(prompt=3.0, completion=15.0)})
+DEAD_AGENT = "127.0.0.1:9"  # nothing listens on the discard port: an agent that is down
+
+
+# -- Prometheus ---------------------------------------------------------------------------------
+
+
+def _must_run() -> bool:
+    return bool(os.environ.get("CI")) or os.geteuid() == 0
+
+
+def _unavailable(message: str) -> NoReturn:
+    if _must_run():
+        pytest.fail(f"Prometheus is required here (CI or root): {message}", pytrace=False)
+    pytest.skip(f"{message} (install it with: sudo apt-get install -y prometheus)")
+
+
+def _prometheus_binary() -> str:
+    """``prometheus`` on PATH; as root, installed from the Debian package when missing."""
+    found = shutil.which("prometheus")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        _unavailable("the prometheus binary is not on PATH")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]
+    out = ""
+    for cmd in (install, ["apt-get", "update"], install):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        out = r.stdout[-1500:] + r.stderr[-1500:]
+        if cmd is install and r.returncode == 0 and shutil.which("prometheus"):
+            break
+    found = shutil.which("prometheus")
+    if not found:
+        _unavailable(f"`apt-get install prometheus` did not provide it:\n{out}")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Prometheus:
+    url: str
+    log: Path
+
+    def get(self, path: str, **params: str | list[str]) -> Any:
+        query = urllib.parse.urlencode(params, doseq=True)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=30) as r:
+            body = orjson.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        data = self.get("/api/v1/query", query=expr)
+        result = data["result"]
+        return [{"metric": {}, "value": result}] if data["resultType"] == "scalar" else list(result)
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, ConnectionError):
+        return False
+
+
+@contextlib.contextmanager
+def prometheus_server(workdir: Path, coordinator: str, agent: str) -> Iterator[Prometheus]:
+    """Prometheus on loopback with deploy/prometheus.yml, targets replaced by ours."""
+    binary = _prometheus_binary()
+    config = yaml.safe_load(PROM_CONFIG.read_text())
+    config["global"] = {"scrape_interval": SCRAPE, "scrape_timeout": SCRAPE,
+                        "evaluation_interval": SCRAPE}
+    targets = {"kgb-coordinator": coordinator, "kgb-agent": agent}
+    assert {j["job_name"] for j in config["scrape_configs"]} == set(targets)
+    for job in config["scrape_configs"]:
+        job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
+    path = workdir / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    log = workdir / "prometheus.log"
+    for _attempt in range(3):  # the free port may be taken between choosing and binding
+        port = _free_port()
+        with open(log, "wb") as logf:
+            proc = subprocess.Popen(
+                [binary, f"--config.file={path}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+                stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        prom = Prometheus(f"http://127.0.0.1:{port}", log)
+        end = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < end and not _ready(prom.url):
+            time.sleep(0.2)
+        if proc.poll() is None and _ready(prom.url):
+            break
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            _unavailable(f"Prometheus did not become ready within 60 s:\n{prom.log_tail()}")
+        if "address already in use" not in prom.log_tail():
+            _unavailable(f"Prometheus exited with code {proc.returncode}:\n{prom.log_tail()}")
+    else:
+        _unavailable(f"Prometheus found no free port:\n{prom.log_tail()}")
+    try:
+        yield prom
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- the coordinator's workload (stand-in for `kgb sweep run`) ----------------------------------
+
+
+def _fenced(source: str) -> str:
+    return f"Here is the kernel.\n\n```python\n{source.strip()}\n```\n"
+
+
+def _ok_openai(text: str, prompt: int, completion: int, cached: int, reasoning: int,
+               delay: float) -> dict[str, Any]:
+    return {"kind": "ok", "text": text, "delay_s": delay,
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion,
+                      "prompt_tokens_details": {"cached_tokens": cached},
+                      "completion_tokens_details": {"reasoning_tokens": reasoning}}}
+
+
+def _anthropic(kind: str, text: str, given: int, output: int, read: int, delay: float) -> dict[str, Any]:
+    return {"kind": kind, "text": text, "delay_s": delay,
+            "usage": {"input_tokens": given, "output_tokens": output,
+                      "cache_read_input_tokens": read}}
+
+
+BROKEN_SAXPY = "import triton\n\ndef cublasSaxpy_v2(n, alpha, x:\n    return\n"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Trajectories of one method and model on one problem, with their own scripted endpoint."""
+
+    endpoint: str
+    wire: str
+    model: str
+    method: str
+    options: dict[str, Any]
+    operator: str
+    replies: list[dict[str, Any]]
+    max_retries: int = 0
+    trajectory_max_tokens: int | None = None
+
+
+# Every coordinator metric moves: all token kinds, OK / TRUNCATED / BUDGET / RATE_LIMITED calls,
+# a retried call, PASSED / WRONG_ANSWER / COMPILE_ERROR / INFRA_ERROR verdicts, reused verdicts,
+# five end reasons, two models, two methods, two sources, a dead agent in the fleet. Replies are
+# delayed so the work spreads over many scrapes.
+WORKLOAD = [
+    Group("coder-refine", "openai", CODER, "refine", {"turns": 3}, ADD.id, [
+        _ok_openai(_fenced(NEGATIVE_NO_ALPHA), 1200, 700, 400, 100, 2.0),
+        _ok_openai(_fenced(ADD.solution), 2600, 720, 1200, 150, 1.0)]),
+    Group("coder-budget", "openai", CODER, "refine", {"turns": 3}, ADD.id, [
+        _ok_openai(_fenced(NEGATIVE_NO_ALPHA), 900, 300, 0, 40, 2.5)], trajectory_max_tokens=1000),
+    Group("reasoner-sample", "anthropic", REASONER, "sample", {"n": 2}, SAXPY.id, [
+        _anthropic("ok", _fenced(BROKEN_SAXPY), 800, 300, 200, 1.5),
+        _anthropic("truncated", "```python\nimport triton\n@triton.jit\ndef _k(", 700, 4096, 0, 3.0)]),
+    Group("reasoner-retry", "anthropic", REASONER, "sample", {"n": 1}, ADD.id, [
+        {"kind": "error", "status": 500, "delay_s": 1.0},
+        _anthropic("ok", _fenced(ADD.solution), 1500, 600, 0, 1.5)], max_retries=1),
+    Group("reasoner-error", "anthropic", REASONER, "refine", {"turns": 2}, ADD.id, [
+        {"kind": "error", "status": 429, "delay_s": 2.0}]),
+]
+
+
+@dataclass
+class WorkloadResult:
+    trajectories: list[generators.Trajectory] = field(default_factory=list)
+    verdicts: list[tuple[Verdict, bool]] = field(default_factory=list)  # (verdict, reused)
+
+
+async def drive_sweep_workload(metrics: SweepMetrics, agents: list[str], llm: FakeServer,
+                               groups: list[Group]) -> WorkloadResult:
+    """Run ``groups`` as the sweep engine would and feed ``metrics`` on every event.
+
+    Stand-in for ``kgb sweep run``: plans the trajectories (``declare`` + ``progress``), runs
+    them concurrently, records every model call (``llm_call``), evaluates candidates on the first
+    agent that is up (an ``INFRA_ERROR`` marks the agent down and the candidate is retried on the
+    next), reuses a verdict already stored for the same candidate (``verdict(reused=True)``),
+    reports the coordinator's in-flight work and the fleet as ``Describe`` shows it."""
+    result = WorkloadResult()
+    store: dict[tuple[str, str], asyncio.Future[Verdict]] = {}
+    down: set[str] = set()
+    counts = {"generation": 0, "evaluation": 0}
+    planned = sum(generators.create_trajectory(g.method, **g.options)
+                  .samples(operators.get(g.operator)) for g in groups)
+    done = 0
+    metrics.declare(models={g.model for g in groups}, methods={g.method for g in groups},
+                    platforms=["cpu"], sources={g.operator.split("::")[0] for g in groups})
+    metrics.progress(planned, 0)
+
+    def moved(stage: str, by: int) -> None:
+        counts[stage] += by
+        metrics.in_flight(counts["generation"], counts["evaluation"])
+
+    clients = {a: AgentEvaluator(a, timeout_s=120) for a in agents}
+
+    async def evaluate(operator_id: str, source: str, method: str) -> Verdict:
+        key = (operator_id, candidate_hash(source))
+        if key in store:  # stored, or being evaluated for another trajectory: never twice
+            v = await asyncio.shield(store[key])
+            metrics.verdict(v, source=operator_id.split("::")[0], platform="cpu", method=method,
+                            reused=True)
+            result.verdicts.append((v, True))
+            return v
+        pending = store[key] = asyncio.get_running_loop().create_future()
+        try:
+            for address in [a for a in agents if a not in down]:
+                moved("evaluation", 1)
+                try:
+                    v = await clients[address].evaluate(operator_id, source)
+                finally:
+                    moved("evaluation", -1)
+                metrics.verdict(v, source=operator_id.split("::")[0], platform="cpu",
+                                method=method)
+                result.verdicts.append((v, False))
+                if v.status is not Status.INFRA_ERROR:
+                    break
+                down.add(address)  # retried on the next agent
+            pending.set_result(v)
+        except BaseException as exc:
+            pending.set_exception(RuntimeError(f"evaluation failed: {exc!r}"))
+            raise
+        return v
+
+    async def record(call: LLMCall) -> None:
+        metrics.llm_call(call.model, call.extra["method"], call)
+
+    class CountedProvider:
+        """The endpoint's provider, counting calls in flight (the generation queue)."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.config = inner.config
+
+        async def complete(self, *args: Any, **kwargs: Any) -> LLMCall:
+            moved("generation", 1)
+            try:
+                return await self.inner.complete(*args, **kwargs)  # type: ignore[no-any-return]
+            finally:
+                moved("generation", -1)
+
+    class MethodEvaluator:
+        def __init__(self, method: str) -> None:
+            self.method = method
+
+        async def evaluate(self, operator_id: str, source: str) -> Verdict:
+            return await evaluate(operator_id, source, self.method)
+
+    async def watch_fleet() -> None:
+        while True:
+            seen = []
+            for address in agents:
+                try:
+                    async with AgentClient(address) as c:
+                        d = await c.describe(timeout=2)
+                    seen.append(("cpu", d.system.device_model, True, d.queue_depth,
+                                 sum(dev.busy for dev in d.devices)))
+                except Exception:  # noqa: BLE001 - any failure means the agent is down
+                    seen.append(("cpu", "unknown", False, 0, 0))
+            metrics.fleet(seen)
+            await asyncio.sleep(0.5)
+
+    async def run_group(g: Group) -> None:
+        nonlocal done
+        method = generators.create_trajectory(g.method, **g.options)
+        spec = operators.get(g.operator)
+        config = EndpointConfig(name=g.endpoint, kind=g.wire,  # type: ignore[arg-type]
+                                base_url=llm.url(g.endpoint, g.wire), timeout_s=20,
+                                max_retries=g.max_retries, backoff_base_s=0.05)
+        async with create(config, PRICES) as provider:
+            ctx = generators.TrajectoryContext(
+                provider=CountedProvider(provider), model=g.model, record=record,  # type: ignore[arg-type]
+                platform="cpu", max_tokens=4096, trajectory_max_tokens=g.trajectory_max_tokens,
+                evaluator=MethodEvaluator(g.method) if method.needs_evaluator else None)
+
+            async def one(sample: int) -> None:
+                nonlocal done
+                traj = await method.run(spec, sample, ctx)
+                verdicts = [s.verdict for s in traj.steps if s.verdict is not None]
+                if not method.needs_evaluator:  # the sweep judges what `sample` produced
+                    verdicts += [await evaluate(spec.id, c.source, g.method) for c in traj.candidates]
+                metrics.trajectory_finished(method=g.method, end_reason=traj.end.value,
+                                            solved=any(v.status is Status.PASSED for v in verdicts))
+                result.trajectories.append(traj)
+                done += 1
+                metrics.progress(planned, done)
+
+            await asyncio.gather(*(one(s) for s in range(method.samples(spec))))
+
+    watcher = asyncio.ensure_future(watch_fleet())
+    try:
+        await asyncio.gather(*(run_group(g) for g in groups))
+        await asyncio.sleep(1.0)  # one more fleet round after the last verdict
+    finally:
+        watcher.cancel()
+        for client in clients.values():
+            await client.close()
+    return result
+
+
+# -- getting Prometheus: fail in CI and as root, skip elsewhere ----------------------------------
+
+
+def test_missing_prometheus_fails_as_root_or_in_ci_and_skips_elsewhere(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither prometheus nor apt-get
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y prometheus"):
+        _prometheus_binary()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="Prometheus is required here"):
+        _prometheus_binary()
+    monkeypatch.delenv("CI")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(pytest.fail.Exception, match="Prometheus is required here"):
+        _prometheus_binary()
+
+
+def test_root_installs_prometheus_with_apt_get_updating_once_if_needed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A fake apt-get whose first install fails (stale lists) until ``update`` ran."""
+    calls = tmp_path / "calls"
+    apt = tmp_path / "apt-get"
+    apt.write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+case "$1" in
+  update) touch {tmp_path}/updated ;;
+  install) [ -e {tmp_path}/updated ] || {{ echo "E: Unable to locate package" >&2; exit 100; }}
+           : > {tmp_path}/prometheus; chmod +x {tmp_path}/prometheus ;;
+esac
+""")
+    apt.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/bin:/usr/bin")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: (
+        str(tmp_path / name) if (tmp_path / name).exists() else None))
+    assert _prometheus_binary() == str(tmp_path / "prometheus")
+    assert calls.read_text().splitlines() == [
+        "install -y --no-install-recommends prometheus", "update",
+        "install -y --no-install-recommends prometheus"]
+
+
+# -- the test -----------------------------------------------------------------------------------
+
+
+def _substitute(expr: str) -> str:
+    """Grafana's variables as the dashboard's defaults resolve them: All (``.*``) and a window."""
+    expr = re.sub(r"\$\{?__(rate_interval|range|interval)\}?", WINDOW, expr)
+    return re.sub(r"\$\{?(platform|model|method)\}?", ".*", expr)
+
+
+def _finite(rows: list[dict[str, Any]]) -> bool:
+    return any(math.isfinite(float(r["value"][1])) for r in rows)
+
+
+def _label_values(prom: Prometheus, query: str) -> list[str]:
+    m = re.fullmatch(r"label_values\((.+),\s*([a-zA-Z_]+)\)", query)
+    assert m, query
+    return list(prom.get(f"/api/v1/label/{m.group(2)}/values", **{"match[]": [m.group(1)]}))
+
+
+def _wait_for(prom: Prometheus, expr: str, what: str, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not prom.query(expr):
+        assert time.monotonic() < end, f"{what}: no data for {expr}\n{prom.log_tail()}"
+        time.sleep(0.5)
+
+
+def test_every_dashboard_query_returns_data_from_a_real_prometheus(
+        tmp_path: Path, agent_secret_env: None) -> None:
+    metrics = SweepMetrics()
+    coordinator = f"127.0.0.1:{metrics.serve(0)}"
+    script = {"endpoints": {g.endpoint: {"replies": g.replies} for g in WORKLOAD}}
+    try:
+        with metrics_agent(tmp_path / "agent.log", workers=1, serving=False) as agent, \
+                fake_server(script, tmp_path) as llm, \
+                prometheus_server(tmp_path, coordinator,
+                                  urllib.parse.urlsplit(agent.metrics_url).netloc) as prom:
+            asyncio.run(agent.agent.wait_serving(timeout=180))
+            _wait_for(prom, 'up{job="kgb-coordinator"} == 1', "coordinator scraped")
+            _wait_for(prom, 'kgb_agent_serving{job="kgb-agent"} == 1', "agent scraped while serving")
+            work = asyncio.run(drive_sweep_workload(metrics, [DEAD_AGENT, agent.address], llm,
+                                                    WORKLOAD))
+
+            ends = sorted(t.end.value for t in work.trajectories)
+            assert ends == ["BUDGET_SPENT", "CANDIDATE", "CANDIDATE", "EXTRACTION_FAILED",
+                            "LLM_ERROR", "SOLVED"], [(t.method, t.end, t.detail) for t in
+                                                     work.trajectories]
+            statuses = {(v.status.value, reused) for v, reused in work.verdicts}
+            assert {("INFRA_ERROR", False), ("COMPILE_ERROR", False), ("WRONG_ANSWER", False),
+                    ("PASSED", False), ("PASSED", True)} <= statuses, statuses
+
+            # Every coordinator metric was non-zero at some scrape.
+            for name, (kind, _) in catalogue(metrics).items():
+                series = name + "_count" if kind == "histogram" else name
+                _wait_for(prom, f"max(max_over_time({series}[{WINDOW}])) > 0", f"{name} moved")
+            for expr in ('count(sum by (kind) (kgb_llm_tokens_total) > 0) == 4',
+                         'count(sum by (status) (kgb_llm_requests_total) > 0) == 4',
+                         'count(sum by (status) (kgb_candidates_total) > 0) == 4',
+                         'count(sum by (source) (kgb_candidates_total) > 0) == 2',
+                         'count(sum by (end_reason) (kgb_trajectories_total) > 0) == 5',
+                         f'count(max_over_time(kgb_sweep_in_flight[{WINDOW}]) > 0) == 2',
+                         'sum(kgb_agent_evaluations_total{status="PASSED"}) >= 1'):
+                _wait_for(prom, expr, "the workload's coverage", timeout=15)
+
+            # Every dashboard expression and variable answers (the last scrapes may lag).
+            failing: dict[str, Any] = {}
+            end = time.monotonic() + 30
+            pending = [(title, _substitute(expr)) for title, expr in expressions()]
+            while pending:
+                failing = {}
+                for title, expr in pending:
+                    rows = prom.query(expr)
+                    if not _finite(rows):
+                        failing[f"{title}: {expr}"] = rows
+                pending = [(t, e) for t, e in pending if f"{t}: {e}" in failing]
+                if not pending or time.monotonic() > end:
+                    break
+                time.sleep(1.0)
+            assert not failing, f"dashboard queries without a finite value: {failing}"
+            for name, query in variable_queries().items():
+                assert _label_values(prom, query), f"variable {name}: {query} has no values"
+            assert set(_label_values(prom, variable_queries()["model"])) == {CODER, REASONER}
+    finally:
+        metrics.close()
