@@ -24,9 +24,9 @@ for step in "$@"; do
       timeout "${GPUTESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -x -m gpu ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
         tests/device_agent/test_gpu.py 2>&1 | tail -25 | tee "$OUT/pytest-gpu.txt" ;;
     corpus)
-      timeout "${CORPUS_S:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu -rf -k on_gpu \
-        tests/adversarial/test_corpus.py > "$OUT/corpus.txt" 2>&1; echo "exit $?"
-      tail -40 "$OUT/corpus.txt" | cut -c1-400 ;;
+      timeout "${CORPUS_S:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu -rA \
+        -k "${CORPUS_K:-on_gpu}" tests/adversarial/test_corpus.py > "$OUT/corpus$CORPUS_TAG.txt" 2>&1
+      echo "exit $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/corpus$CORPUS_TAG.txt" | cut -c1-300 | tail -30 ;;
     copy|throughput|repeatability)
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;

@@ -359,6 +359,8 @@ class Evaluator:
         def verdict(status: Status, message: str, **kw: Any) -> Verdict:
             return self._verdict(spec, p.candidate_hash, req, status, message, t0, **kw)
 
+        waits = [0.0]  # seconds spent waiting for the device gate (they extend stage deadlines)
+
         async def recv(stage_deadline: float) -> dict[str, Any]:
             timeout = stage_deadline - time.monotonic()
             if timeout <= 0:
@@ -401,7 +403,12 @@ class Evaluator:
             gate = self.gates[pool_index]
             for i in range(len(p.calls)):
                 probe = i in p.probes
+                asked = time.monotonic()
                 async with gate.shared():  # not while a neighbour's case is being timed
+                    # Waiting for the device is the agent's load, not the candidate's time.
+                    waits[0] += time.monotonic() - asked
+                    correctness_deadline = min(correctness_deadline + time.monotonic() - asked,
+                                               deadline - self.budgets.margin_s)
                     await asyncio.wait_for(
                         worker.send({"type": "call", "nonce": nonce, "index": i,
                                      "call": _call_to_wire(p.calls[i]),
@@ -482,7 +489,7 @@ class Evaluator:
             else:
                 report(Stage.TIMING)
                 timings, rechecks, during = await self._time(worker, gate, p, nonce, recv,
-                                                             deadline)
+                                                             deadline, waits)
                 if during:
                     return verdict(Status.CHEAT_DETECTED, during[0].evidence[:1500],
                                    cases=tuple(results), timings=timings, findings=during)
@@ -502,6 +509,13 @@ class Evaluator:
                            timings=timings)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             worker.kill()
+            if waits[0] > 0 and time.monotonic() >= deadline - self.budgets.margin_s - 0.5:
+                # The request's own deadline ran out while the candidate waited for the device:
+                # an overloaded agent, never the candidate's fault.
+                return verdict(Status.INFRA_ERROR,
+                               f"{stage} stage: the request's deadline passed after "
+                               f"{waits[0]:.0f} s waiting for the device; retry on a less busy "
+                               "agent", cases=tuple(results))
             return verdict(Status.TIMEOUT, f"{stage} stage passed its deadline; worker killed",
                            cases=tuple(results), log=_tail(worker.log_tail()))
         except (EOFError, asyncio.IncompleteReadError, ConnectionError):
@@ -637,7 +651,7 @@ class Evaluator:
         return CaseResult(name, True, p.hidden[i])
 
     async def _time(self, worker: Worker, gate: DeviceGate, p: _Prepared, nonce: str,
-                    recv: Callable[[float], Any], deadline: float,
+                    recv: Callable[[float], Any], deadline: float, waits: list[float],
                     ) -> tuple[tuple[CaseTiming, ...], list[tuple[Any, int, Any]],
                                tuple[Finding, ...]]:
         """Per benchmark case: the worker builds its input sets while the device is shared,
@@ -663,12 +677,19 @@ class Evaluator:
             # Host-side input generation needs no gate; the upload shares the device.
             await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
             await expect("built", index)
+            asked = time.monotonic()
             async with gate.shared():
+                waits[0] += time.monotonic() - asked
+                timing_deadline = min(timing_deadline + time.monotonic() - asked,
+                                      deadline - self.budgets.margin_s)
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
             asked = time.monotonic()
             async with gate.exclusive():
                 went = time.monotonic()
+                waits[0] += went - asked
+                timing_deadline = min(timing_deadline + went - asked,
+                                      deadline - self.budgets.margin_s)
                 await worker.send({"type": "go", "nonce": nonce, "index": index})
                 msg = await recv(timing_deadline)
                 wall = time.monotonic() - went
