@@ -67,9 +67,23 @@ def _is_compile_error(exc: BaseException) -> bool:
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, CompilationError):
+        if isinstance(e, CompilationError) or _raised_in_triton_compiler(e):
             return True
         e = e.__cause__ or e.__context__
+    return False
+
+
+def _raised_in_triton_compiler(exc: BaseException) -> bool:
+    """Failures inside Triton's lowering (MLIR's ``PassManager::run failed`` surfaces as a plain
+    RuntimeError from the backend's compile stages, seen on the H200 with Triton 3.6) are the
+    kernel failing to compile, not a runtime fault."""
+    tb = exc.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/triton/" in path and path.endswith("/compiler.py") and (
+                "/triton/compiler/" in path or "/triton/backends/" in path):
+            return True
+        tb = tb.tb_next
     return False
 
 

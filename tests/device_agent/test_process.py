@@ -110,3 +110,26 @@ def test_health_is_not_serving_until_workers_are_warm(agent_secret_env: None) ->
     with running_agent(wait=False) as address:
         first, later = asyncio.run(go(address))
     assert first == "NOT_SERVING" and later == "SERVING"
+
+
+def test_a_failure_inside_tritons_compiler_is_a_compile_error() -> None:
+    """MLIR's ``PassManager::run failed`` reaches the worker as a plain RuntimeError raised in
+    the backend's compile stages (an honest cumsum on the H200 with Triton 3.6); it is the
+    kernel failing to compile. The same error raised by the candidate's own code is not."""
+    from device_agent.worker import _is_compile_error
+
+    def raised_in(filename: str) -> BaseException:
+        ns: dict[str, object] = {}
+        exec(compile("def make_ttgir():\n    raise RuntimeError('PassManager::run failed')\n",
+                     filename, "exec"), ns)
+        try:
+            ns["make_ttgir"]()  # type: ignore[operator]
+        except RuntimeError as exc:
+            return exc
+        raise AssertionError("not raised")
+
+    backend = "/venv/lib/python3.12/site-packages/triton/backends/nvidia/compiler.py"
+    assert _is_compile_error(raised_in(backend))
+    assert _is_compile_error(raised_in("/venv/site-packages/triton/compiler/compiler.py"))
+    assert not _is_compile_error(raised_in("/tmp/w-1/kgb_candidate_abc.py"))
+    assert not _is_compile_error(raised_in("/venv/site-packages/triton/runtime/jit.py"))

@@ -2,7 +2,7 @@
 # catalogue: 22
 # layer: timing
 # expect: CHEAT_DETECTED
-# technique: aggregator underflow: once the same input pointers come back (only a timing loop does that), the kernel is launched with a single block, so that shape's time collapses towards zero and drags the geometric mean down
+# technique: aggregator underflow: once the same benchmark-sized input pointers come back (only a timing loop does that), the kernel is launched with a single block, so that shape's time collapses towards zero and drags the geometric mean down
 import torch
 import triton
 import triton.language as tl
@@ -65,6 +65,10 @@ _CALLS = {}
 
 
 def _repeat(*args):
+    # Only benchmark-sized inputs: the allocator hands small freed blocks straight back, so
+    # checking cases would also repeat pointers (the H200 run of session 3 showed it).
+    if max((t.numel() for t in args if isinstance(t, torch.Tensor)), default=0) < (1 << 24):
+        return False
     key = tuple((t.data_ptr(), tuple(t.shape)) if isinstance(t, torch.Tensor) else t for t in args)
     _CALLS[key] = _CALLS.get(key, 0) + 1
     return _CALLS[key] > 1
