@@ -29,9 +29,12 @@ class DeviceGate:
         return self._shared, self._exclusive, self._writers_waiting
 
     @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
+    async def shared(self, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold the device with other checkers; raises TimeoutError after ``timeout`` s."""
         async with self._cond:
-            await self._cond.wait_for(lambda: not self._exclusive and not self._writers_waiting)
+            await asyncio.wait_for(
+                self._cond.wait_for(lambda: not self._exclusive and not self._writers_waiting),
+                timeout)
             self._shared += 1
         try:
             yield
@@ -41,11 +44,14 @@ class DeviceGate:
                 self._cond.notify_all()
 
     @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
+    async def exclusive(self, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold the device alone; raises TimeoutError after ``timeout`` s of waiting."""
         async with self._cond:
             self._writers_waiting += 1
             try:
-                await self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+                await asyncio.wait_for(
+                    self._cond.wait_for(lambda: not self._exclusive and self._shared == 0),
+                    timeout)
             finally:
                 self._writers_waiting -= 1
             self._exclusive = True

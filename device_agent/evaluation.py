@@ -344,6 +344,10 @@ class Evaluator:
                  verdict.wall_seconds, _stage_durations(marks, t0))
         return verdict
 
+    def _gate_timeout(self, deadline: float) -> float:
+        """How long a candidate may wait for its device: until its request's own deadline."""
+        return max(0.001, deadline - self.budgets.margin_s - time.monotonic())
+
     def _stage_deadline(self, budget: float, deadline: float) -> float:
         return min(time.monotonic() + budget, deadline - self.budgets.margin_s)
 
@@ -359,7 +363,9 @@ class Evaluator:
         def verdict(status: Status, message: str, **kw: Any) -> Verdict:
             return self._verdict(spec, p.candidate_hash, req, status, message, t0, **kw)
 
-        waits = [0.0]  # seconds spent waiting for the device gate (they extend stage deadlines)
+        # [seconds spent waiting for the device gate (they extend stage deadlines), the start
+        # of the wait in progress or 0]
+        waits = [0.0, 0.0]
 
         async def recv(stage_deadline: float) -> dict[str, Any]:
             timeout = stage_deadline - time.monotonic()
@@ -403,9 +409,10 @@ class Evaluator:
             gate = self.gates[pool_index]
             for i in range(len(p.calls)):
                 probe = i in p.probes
-                asked = time.monotonic()
-                async with gate.shared():  # not while a neighbour's case is being timed
+                asked = waits[1] = time.monotonic()
+                async with gate.shared(self._gate_timeout(deadline)):  # not while a case is timed
                     # Waiting for the device is the agent's load, not the candidate's time.
+                    waits[1] = 0.0
                     waits[0] += time.monotonic() - asked
                     correctness_deadline = min(correctness_deadline + time.monotonic() - asked,
                                                deadline - self.budgets.margin_s)
@@ -509,12 +516,14 @@ class Evaluator:
                            timings=timings)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             worker.kill()
-            if waits[0] > 0 and time.monotonic() >= deadline - self.budgets.margin_s - 0.5:
+            if waits[1] or (waits[0] > 0
+                            and time.monotonic() >= deadline - self.budgets.margin_s - 0.5):
                 # The request's own deadline ran out while the candidate waited for the device:
                 # an overloaded agent, never the candidate's fault.
                 return verdict(Status.INFRA_ERROR,
                                f"{stage} stage: the request's deadline passed after "
-                               f"{waits[0]:.0f} s waiting for the device; retry on a less busy "
+                               f"{waits[0] + (time.monotonic() - waits[1] if waits[1] else 0):.0f}"
+                               " s waiting for the device; retry on a less busy "
                                "agent", cases=tuple(results))
             return verdict(Status.TIMEOUT, f"{stage} stage passed its deadline; worker killed",
                            cases=tuple(results), log=_tail(worker.log_tail()))
@@ -677,16 +686,18 @@ class Evaluator:
             # Host-side input generation needs no gate; the upload shares the device.
             await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
             await expect("built", index)
-            asked = time.monotonic()
-            async with gate.shared():
+            asked = waits[1] = time.monotonic()
+            async with gate.shared(self._gate_timeout(deadline)):
+                waits[1] = 0.0
                 waits[0] += time.monotonic() - asked
                 timing_deadline = min(timing_deadline + time.monotonic() - asked,
                                       deadline - self.budgets.margin_s)
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
-            asked = time.monotonic()
-            async with gate.exclusive():
+            asked = waits[1] = time.monotonic()
+            async with gate.exclusive(self._gate_timeout(deadline)):
                 went = time.monotonic()
+                waits[1] = 0.0
                 waits[0] += went - asked
                 timing_deadline = min(timing_deadline + went - asked,
                                       deadline - self.budgets.margin_s)

@@ -3,11 +3,14 @@ public cases are fixed; what goes to a worker carries inputs only."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 import operators
 from device_agent.evaluation import Evaluator, _call_to_wire, hidden_seed, public_seed
 from device_agent.platforms.cpu import CpuPlatform
+from protos.records import Status
 
 ADD = operators.get("aten::add")
 
@@ -61,3 +64,64 @@ def test_public_references_are_computed_once_per_problem_and_bounded() -> None:
     tiny._prepare(ADD, "1" * 64, ADD.solution)
     tiny._prepare(softmax, "1" * 64, softmax.solution)
     assert list(tiny._public_cache) == [softmax.ref]  # over budget: the older problem dropped
+
+
+def _saxpy_with_a_busy_device(budgets_s: float, held_s: float, deadline_s: float) -> Any:
+    """Evaluate the saxpy reference on a one-worker cpu pool while a neighbour holds the
+    device alone for ``held_s`` (as a long timed case would)."""
+    import asyncio
+    import os
+    import tempfile
+    import time
+    import uuid
+    from pathlib import Path
+
+    import operators
+    from device_agent.evaluation import StageBudgets
+    from device_agent.workers import WorkerPool
+    from protos.records import EvalRequest
+
+    spec = operators.get("cublas::cublasSaxpy_v2")
+
+    async def go() -> Any:
+        with tempfile.TemporaryDirectory() as root:
+            os.chmod(root, 0o711)  # as the server does: workers (own uids) reach their directory
+            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
+            await pool.start()
+            try:
+                ev = Evaluator(CpuPlatform(), [pool], b"k",
+                               StageBudgets(correctness_s=budgets_s, margin_s=0.5))
+                held = asyncio.Event()
+
+                async def neighbour() -> None:
+                    async with pool.gate.exclusive():
+                        held.set()
+                        await asyncio.sleep(held_s)
+
+                task = asyncio.create_task(neighbour())
+                await held.wait()
+                try:
+                    return await ev.evaluate(
+                        EvalRequest(uuid.uuid4().hex, spec.id, spec.solution.encode()),
+                        time.monotonic() + deadline_s)
+                finally:
+                    await task
+            finally:
+                await pool.close()
+
+    return asyncio.run(go())
+
+
+def test_waiting_for_the_device_is_not_the_candidates_time(agent_secret_env: None) -> None:
+    """The correctness stage has 4 s; the device is busy for 8 s: the wait does not count, so
+    an honest candidate passes instead of timing out."""
+    v = _saxpy_with_a_busy_device(budgets_s=4.0, held_s=8.0, deadline_s=120.0)
+    assert v.status is Status.PASSED, v.message
+
+
+def test_a_request_deadline_lost_to_waiting_is_an_infra_error(agent_secret_env: None) -> None:
+    """When the request's own deadline passes while the candidate waits for the device, the
+    agent was overloaded: INFRA_ERROR (retried elsewhere, never scored), not TIMEOUT."""
+    v = _saxpy_with_a_busy_device(budgets_s=60.0, held_s=30.0, deadline_s=10.0)
+    assert v.status is Status.INFRA_ERROR, (v.status, v.message)
+    assert "waiting for the device" in v.message
