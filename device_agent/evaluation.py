@@ -348,6 +348,12 @@ class Evaluator:
         """How long a candidate may wait for its device: until its request's own deadline."""
         return max(0.001, deadline - self.budgets.margin_s - time.monotonic())
 
+    @staticmethod
+    def _material_wait(waited: float, t0: float, deadline: float) -> bool:
+        """Whether time spent waiting for the device could have cost the candidate its request
+        deadline: at least a second and a tenth of the request's whole budget."""
+        return waited >= max(1.0, 0.1 * (deadline - t0))
+
     def _stage_deadline(self, budget: float, deadline: float) -> float:
         return min(time.monotonic() + budget, deadline - self.budgets.margin_s)
 
@@ -516,10 +522,11 @@ class Evaluator:
                            timings=timings)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             worker.kill()
-            if waits[1] or (waits[0] > 0
+            if waits[1] or (self._material_wait(waits[0], t0, deadline)
                             and time.monotonic() >= deadline - self.budgets.margin_s - 0.5):
                 # The request's own deadline ran out while the candidate waited for the device:
-                # an overloaded agent, never the candidate's fault.
+                # an overloaded agent, never the candidate's fault. A candidate that hangs
+                # through the deadline after a negligible wait is the candidate's TIMEOUT.
                 return verdict(Status.INFRA_ERROR,
                                f"{stage} stage: the request's deadline passed after "
                                f"{waits[0] + (time.monotonic() - waits[1] if waits[1] else 0):.0f}"
