@@ -35,11 +35,31 @@ trajectory ends as the original did. Whether to retry failed trajectories is a s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import inspect
+from collections.abc import Awaitable
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from coordinator.store import Store, StoreError, TrajectoryKey
 from generators.llm import CallStatus, LLMCall, Prompt, Usage
 from generators.providers.base import Provider, WireReply, WireRequest
+
+
+class CallLog(Protocol):
+    """Where a trajectory's calls are kept: a :class:`~coordinator.store.Store`, or a sweep's
+    remote store writer (whose methods are coroutines)."""
+
+    def llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int
+                 ) -> LLMCall | None | Awaitable[LLMCall | None]: ...
+
+    def add_llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int, call: LLMCall
+                     ) -> LLMCall | Awaitable[LLMCall]: ...
+
+
+T = TypeVar("T")
+
+
+async def _maybe(value: T | Awaitable[T]) -> T:
+    return await value if inspect.isawaitable(value) else value
 
 
 class ResumeMismatchError(StoreError):
@@ -67,7 +87,7 @@ class RecordedProvider(Provider):
 
     kind: ClassVar[str] = "recorded"
 
-    def __init__(self, inner: Provider, store: Store, run_id: str,
+    def __init__(self, inner: Provider, store: Store | CallLog, run_id: str,
                  trajectory_key: TrajectoryKey) -> None:
         # Provider.__init__ is not called: the wrapper has no client or key of its own.
         self.inner = inner
@@ -109,7 +129,7 @@ class RecordedProvider(Provider):
                        max_tokens: int | None, deadline_s: float) -> LLMCall:
         self.turn += 1
         turn = self.turn
-        stored = self.store.llm_call(self.run_id, self.key, turn)
+        stored = await _maybe(self.store.llm_call(self.run_id, self.key, turn))
         if stored is not None and stored.status is not CallStatus.BUDGET:
             if stored.prompt.messages != prompt.messages:
                 raise ResumeMismatchError(
@@ -122,7 +142,7 @@ class RecordedProvider(Provider):
         call = await self.inner.complete(prompt, model=model, temperature=temperature,
                                          max_tokens=max_tokens, deadline_s=deadline_s)
         self.sent += 1
-        return self.store.add_llm_call(self.run_id, self.key, turn, call)
+        return await _maybe(self.store.add_llm_call(self.run_id, self.key, turn, call))
 
     async def record(self, call: LLMCall) -> None:
         """The trajectory's ``record`` callback: stores ``BUDGET`` calls (made without the
@@ -130,14 +150,14 @@ class RecordedProvider(Provider):
         which this checks."""
         if call.status is CallStatus.BUDGET:
             self.turn += 1
-            self.store.add_llm_call(self.run_id, self.key, self.turn,
-                                    dataclasses.replace(call, extra={}))
+            await _maybe(self.store.add_llm_call(self.run_id, self.key, self.turn,
+                                                 dataclasses.replace(call, extra={})))
             return
         turn = call.extra.get("turn")
         if turn is not None and turn != str(self.turn):
             raise StoreError(f"trajectory {str(self.key)!r}: recording turn {turn}, but the "
                              f"provider's last turn is {self.turn} (one RecordedProvider per "
                              "trajectory run)")
-        if self.store.llm_call(self.run_id, self.key, self.turn) is None:
+        if await _maybe(self.store.llm_call(self.run_id, self.key, self.turn)) is None:
             raise StoreError(f"trajectory {str(self.key)!r}: call for turn {self.turn} was not "
                              "stored before use")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +44,8 @@ import orjson
 from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
 from protos.records import Status, Verdict
 
-SCHEMA_VERSION = 3  # 2: llm_calls; 3: trajectory_results (tables are added on open, so files of
-#                    earlier versions stay readable)
+SCHEMA_VERSION = 4  # 2: llm_calls; 3: trajectory_results; 4: run_states (tables are added on
+#                    open, so files of earlier versions stay readable)
 DB_NAME = "kgb.sqlite"
 
 _SCHEMA = """
@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL, attempts INTEGER NOT NULL, call TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (run_id, trajectory, turn));
+CREATE TABLE IF NOT EXISTS run_states (
+    run_id TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS trajectory_results (
     run_id TEXT NOT NULL, platform TEXT NOT NULL, trajectory TEXT NOT NULL,
     operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, source TEXT NOT NULL,
@@ -100,37 +102,44 @@ class TrajectoryRow:
 
 @dataclass(frozen=True)
 class TrajectoryKey:
-    """What names one trajectory's calls: ``operator id@version/method/model/sample``.
+    """What names one trajectory's calls: ``operator id@version/method/model/sample[@platform]``.
 
     ``method`` is the method's label in the sweep (e.g. ``refine`` or ``refine-t8``); it must not
     contain ``/`` (nor may the version part), so the string form parses back unambiguously —
-    the model may (``org/model``)."""
+    the model may (``org/model``). ``platform`` is set by sweeps (the same problem, method, model
+    and sample on two platforms are two trajectories with their own calls); "" leaves it out."""
 
     operator_id: str
     operator_version: int
     method: str
     model: str
     sample: int
+    platform: str = ""
 
     def __post_init__(self) -> None:
         if not self.method or "/" in self.method:
             raise StoreError(f"trajectory method label must be non-empty without '/', got {self.method!r}")
         if "@" in self.operator_id or "/" in self.operator_id:
             raise StoreError(f"operator id must not contain '@' or '/', got {self.operator_id!r}")
+        if "/" in self.platform or "@" in self.platform:
+            raise StoreError(f"platform must not contain '@' or '/', got {self.platform!r}")
 
     def __str__(self) -> str:
-        return f"{self.operator_id}@{self.operator_version}/{self.method}/{self.model}/{self.sample}"
+        where = f"@{self.platform}" if self.platform else ""
+        return (f"{self.operator_id}@{self.operator_version}/{self.method}/{self.model}/"
+                f"{self.sample}{where}")
 
     @classmethod
     def parse(cls, text: str) -> TrajectoryKey:
         try:
             ref, method, rest = text.split("/", 2)
-            model, sample = rest.rsplit("/", 1)
+            model, last = rest.rsplit("/", 1)
+            sample, _, platform = last.partition("@")
             operator_id, version = ref.rsplit("@", 1)
-            return cls(operator_id, int(version), method, model, int(sample))
+            return cls(operator_id, int(version), method, model, int(sample), platform)
         except ValueError:
-            raise StoreError(f"not a trajectory key (operator@version/method/model/sample): "
-                             f"{text!r}") from None
+            raise StoreError(f"not a trajectory key (operator@version/method/model/sample"
+                             f"[@platform]): {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -303,42 +312,83 @@ class Store:
         Exactly-once: when (run, trajectory, turn) is already stored, the stored call is kept
         and returned — unless it is a ``BUDGET`` call (never sent) and ``call`` is not, in
         which case ``call`` replaces it."""
-        key = trajectory if isinstance(trajectory, TrajectoryKey) else TrajectoryKey.parse(trajectory)
-        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
-            raise StoreError(f"turn must be an int >= 1, got {turn!r}")
-        u = call.usage if call.usage is not None else Usage()
-        row = (run_id, str(key), turn, call.provider, call.model, key.method, call.status.value,
-               int(call.billed), u.prompt_tokens, u.completion_tokens, u.cached_tokens,
-               u.reasoning_tokens, call.cost_usd, call.latency_s, call.attempts,
-               orjson.dumps(llm_call_to_json(call)).decode(), time.time())
+        return self.add_llm_calls([(run_id, trajectory, turn, call)])[0][0]
+
+    def add_llm_calls(self, items: Sequence[tuple[str, TrajectoryKey | str, int, LLMCall]]
+                      ) -> list[tuple[LLMCall, bool]]:
+        """:meth:`add_llm_call` for many calls in one durable transaction (one fsync: a group
+        commit, what the sweep's store writer does with the calls that arrive together).
+        Returns (stored call, whether this call was written) for each."""
+        rows = []
+        for run_id, trajectory, turn, call in items:
+            key = trajectory if isinstance(trajectory, TrajectoryKey) else TrajectoryKey.parse(trajectory)
+            if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+                raise StoreError(f"turn must be an int >= 1, got {turn!r}")
+            u = call.usage if call.usage is not None else Usage()
+            rows.append((run_id, str(key), turn, call.provider, call.model, key.method,
+                         call.status.value, int(call.billed), u.prompt_tokens, u.completion_tokens,
+                         u.cached_tokens, u.reasoning_tokens, call.cost_usd, call.latency_s,
+                         call.attempts, orjson.dumps(llm_call_to_json(call)).decode(), time.time()))
+        out: list[tuple[LLMCall, bool]] = []
         with self._durable_tx() as db:
-            db.execute(
-                "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id, trajectory, turn) DO UPDATE SET provider=excluded.provider, "
-                "model=excluded.model, method=excluded.method, status=excluded.status, "
-                "billed=excluded.billed, prompt_tokens=excluded.prompt_tokens, "
-                "completion_tokens=excluded.completion_tokens, cached_tokens=excluded.cached_tokens, "
-                "reasoning_tokens=excluded.reasoning_tokens, cost_usd=excluded.cost_usd, "
-                "latency_s=excluded.latency_s, attempts=excluded.attempts, call=excluded.call, "
-                "created=excluded.created "
-                "WHERE llm_calls.status = 'BUDGET' AND excluded.status != 'BUDGET'", row)
-            stored = db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",
-                                (run_id, str(key), turn)).fetchone()
-        return llm_call_from_json(orjson.loads(stored[0]))
+            for row in rows:
+                cur = db.execute(
+                    "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, trajectory, turn) DO UPDATE SET provider=excluded.provider, "
+                    "model=excluded.model, method=excluded.method, status=excluded.status, "
+                    "billed=excluded.billed, prompt_tokens=excluded.prompt_tokens, "
+                    "completion_tokens=excluded.completion_tokens, "
+                    "cached_tokens=excluded.cached_tokens, "
+                    "reasoning_tokens=excluded.reasoning_tokens, cost_usd=excluded.cost_usd, "
+                    "latency_s=excluded.latency_s, attempts=excluded.attempts, call=excluded.call, "
+                    "created=excluded.created "
+                    "WHERE llm_calls.status = 'BUDGET' AND excluded.status != 'BUDGET'", row)
+                stored = db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? "
+                                    "AND turn=?", (row[0], row[1], row[2])).fetchone()
+                out.append((llm_call_from_json(orjson.loads(stored[0])), cur.rowcount == 1))
+        return out
 
     def add_trajectory_result(self, r: TrajectoryResult) -> bool:
         """Store a finished trajectory; False when (run, platform, trajectory) is already stored
-        (the first outcome is kept: a resumed sweep never rewrites a finished trajectory)."""
+        (the first outcome is kept: a resumed sweep never rewrites a finished trajectory) —
+        except an ``INFRA_ERROR`` outcome (the system's failure), which a later outcome replaces."""
+        return self.add_trajectory_results([r])[0]
+
+    def add_trajectory_results(self, results: Sequence[TrajectoryResult],
+                               candidates: Sequence[tuple[str, str]] = ()) -> list[bool]:
+        """:meth:`add_trajectory_result` for many, with their candidates' sources
+        (``(hash, source)``), in one transaction."""
+        out: list[bool] = []
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO trajectory_results VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (r.run_id, r.platform, str(r.key), r.key.operator_id, r.key.operator_version,
-                 r.source, r.key.method, r.key.model, r.key.sample, r.end_reason,
-                 "" if r.status is None else r.status.value, r.best_candidate_hash, r.speedup,
-                 r.sol_percent, r.turns, r.candidates, r.prompt_tokens, r.completion_tokens,
-                 r.cost_usd, r.gpu_seconds, r.detail, r.created or time.time()))
-            return cur.rowcount == 1
+            for h, source in candidates:
+                db.execute("INSERT OR IGNORE INTO candidates VALUES (?, ?, ?)", (h, source, time.time()))
+            for r in results:
+                cur = db.execute(
+                    "INSERT INTO trajectory_results VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, platform, trajectory) DO UPDATE SET "
+                    "end_reason=excluded.end_reason, status=excluded.status, "
+                    "best_candidate_hash=excluded.best_candidate_hash, speedup=excluded.speedup, "
+                    "sol_percent=excluded.sol_percent, turns=excluded.turns, "
+                    "candidates=excluded.candidates, prompt_tokens=excluded.prompt_tokens, "
+                    "completion_tokens=excluded.completion_tokens, cost_usd=excluded.cost_usd, "
+                    "gpu_seconds=excluded.gpu_seconds, detail=excluded.detail, "
+                    "created=excluded.created "
+                    "WHERE trajectory_results.end_reason = 'INFRA_ERROR'",
+                    (r.run_id, r.platform, str(r.key), r.key.operator_id, r.key.operator_version,
+                     r.source, r.key.method, r.key.model, r.key.sample, r.end_reason,
+                     "" if r.status is None else r.status.value, r.best_candidate_hash, r.speedup,
+                     r.sol_percent, r.turns, r.candidates, r.prompt_tokens, r.completion_tokens,
+                     r.cost_usd, r.gpu_seconds, r.detail, r.created or time.time()))
+                out.append(cur.rowcount == 1)
+        return out
+
+    def set_run_state(self, run_id: str, state: str, detail: str = "") -> None:
+        """Record where a run stands (``running``, ``cancelling``, ``cancelled``, ``interrupted``,
+        ``failed``, ``complete``): what ``kgb sweep status`` shows and ``cancel`` asks for."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO run_states VALUES (?, ?, ?, ?)",
+                       (run_id, state, detail, time.time()))
 
     # ---- reads -------------------------------------------------------------------------------
     def trajectory_results(self, run_id: str) -> list[TrajectoryResult]:
@@ -353,10 +403,57 @@ class Store:
                                  int(r[10]), int(r[11]), int(r[12]), float(r[13]), float(r[14]),
                                  r[15], float(r[16])) for r in rows]
 
-    def finished_trajectories(self, run_id: str) -> set[tuple[str, str]]:
-        """(platform, trajectory key string) of every finished trajectory of a run."""
+    def finished_trajectories(self, run_id: str, *, retry_infra: bool = False) -> set[tuple[str, str]]:
+        """(platform, trajectory key string) of every finished trajectory of a run; with
+        ``retry_infra``, those that ended ``INFRA_ERROR`` are left out (a resume runs them again)."""
+        extra = " AND end_reason != 'INFRA_ERROR'" if retry_infra else ""
         return {(r[0], r[1]) for r in self.db.execute(
-            "SELECT platform, trajectory FROM trajectory_results WHERE run_id=?", (run_id,))}
+            "SELECT platform, trajectory FROM trajectory_results WHERE run_id=?" + extra, (run_id,))}
+
+    def run_state(self, run_id: str) -> tuple[str, str, float] | None:
+        """(state, detail, when) of a run, None when no state was ever recorded."""
+        row = self.db.execute("SELECT state, detail, updated FROM run_states WHERE run_id=?",
+                              (run_id,)).fetchone()
+        return (row[0], row[1], float(row[2])) if row else None
+
+    def run_config(self, run_id: str) -> dict[str, Any] | None:
+        """The config a run was started with (:meth:`add_run`), None for an unknown run."""
+        row = self.db.execute("SELECT config FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return orjson.loads(row[0]) if row else None
+
+    def run_spend(self, run_id: str) -> tuple[int, float]:
+        """(billed tokens, cost in USD) of a run's stored calls: what a resumed sweep's budget
+        starts from."""
+        row = self.db.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), "
+                              "COALESCE(SUM(cost_usd), 0) FROM llm_calls WHERE run_id=? AND billed=1",
+                              (run_id,)).fetchone()
+        return int(row[0]), float(row[1])
+
+    def stored_turns(self, run_id: str, *, unfinished_only: bool = False
+                     ) -> dict[str, list[tuple[int, LLMCall]]]:
+        """Every stored call of a run by trajectory key string, in turn order (a resume hands
+        each unfinished trajectory its own). ``unfinished_only``: of the trajectories without a
+        result, or whose result is ``INFRA_ERROR`` (what a resume runs again)."""
+        extra = ("" if not unfinished_only else
+                 " AND NOT EXISTS (SELECT 1 FROM trajectory_results r WHERE r.run_id = c.run_id "
+                 "AND r.trajectory = c.trajectory AND r.end_reason != 'INFRA_ERROR')")
+        out: dict[str, list[tuple[int, LLMCall]]] = {}
+        for traj, turn, call in self.db.execute(
+                "SELECT trajectory, turn, call FROM llm_calls c WHERE run_id=?" + extra
+                + " ORDER BY trajectory, turn", (run_id,)):
+            out.setdefault(traj, []).append((int(turn), llm_call_from_json(orjson.loads(call))))
+        return out
+
+    def verdict_for_any(self, operator_id: str, operator_version: int, candidate_hash: str,
+                        keys: list[tuple[str, str]]) -> Verdict | None:
+        """A stored verdict for the candidate under any of ``keys`` ((device model, harness
+        version) pairs: the agents that could judge it now), else None."""
+        for device_model, harness_version in keys:
+            v = self.verdict(operator_id, operator_version, candidate_hash, device_model,
+                             harness_version)
+            if v is not None:
+                return v
+        return None
 
     def llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int) -> LLMCall | None:
         row = self.db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",

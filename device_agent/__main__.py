@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
                    choices=sorted(LAYERS),
                    help="switch an anti-cheat layer off, repeatable (to test the others on their "
                         "own): " + "; ".join(f"{k}: {v}" for k, v in LAYERS.items()))
+    s.add_argument("--instant-verdicts", action="store_true",
+                   help="TEST MODE for coordinator benchmarks: answer every request after the "
+                        "static checks without running it (PASSED unless rejected), with harness "
+                        "version '<version>+instant' so no store mixes these with real verdicts")
     s.add_argument("-v", "--verbose", action="store_true")
     return ap
 
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                              port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
                              layers=frozenset(LAYERS) - set(args.disable_layer),
                              metrics_port=args.metrics_port, register=args.register,
-                             advertise=args.advertise)
+                             advertise=args.advertise, instant_verdicts=args.instant_verdicts)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HARNESS_VERSION = "0.1.0"
+INSTANT_HARNESS_VERSION = HARNESS_VERSION + "+instant"
 # Anti-cheat layers an agent runs; each can be switched off to prove the others on their own.
 LAYERS = tuple(_LAYER_DOCS)
 PROBED_CASES = 2  # informative cases that also get a ghost replay and a determinism re-run
@@ -151,8 +152,12 @@ class Evaluator:
     def __init__(self, platform: Platform, pools: list[WorkerPool], secret: bytes,
                  budgets: StageBudgets | None = None,
                  layers: frozenset[str] = frozenset(LAYERS),
-                 public_cache_bytes: int = 2 << 30) -> None:
+                 public_cache_bytes: int = 2 << 30, *, instant: bool = False) -> None:
         self.layers = layers
+        # Instant-verdict test mode (coordinator benchmarks): static checks only, nothing runs.
+        # Its verdicts carry their own harness version, so no store ever mixes them with real ones.
+        self.instant = instant
+        self.harness_version = INSTANT_HARNESS_VERSION if instant else HARNESS_VERSION
         self.platform = platform
         self.pools = pools
         self.secret = secret
@@ -203,7 +208,7 @@ class Evaluator:
                  message: str, t0: float, **kw: Any) -> Verdict:
         return Verdict(status=status, operator_id=spec.id, operator_version=spec.version,
                        candidate_hash=chash, request_id=req.request_id,
-                       device_model=self.system.device_model, harness_version=HARNESS_VERSION,
+                       device_model=self.system.device_model, harness_version=self.harness_version,
                        message=message, system=self.system,
                        wall_seconds=time.monotonic() - t0, **kw)
 
@@ -315,6 +320,10 @@ class Evaluator:
                     spec, chash, req, Status.REJECTED,
                     f"static policy: {violations[0].describe()}{more}", t0,
                     findings=tuple(Finding("static", v.rule, v.describe()) for v in violations[:20]))
+        if self.instant:
+            return self._verdict(spec, chash, req, Status.PASSED,
+                                 "instant-verdict test mode: static checks passed; the candidate "
+                                 "was not run (harness " + self.harness_version + ")", t0)
         marks.setdefault("inputs", time.monotonic())
         prepared = await asyncio.to_thread(self._prepare, spec, chash, text)
 

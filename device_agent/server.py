@@ -29,7 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import operators
-from device_agent.evaluation import HARNESS_VERSION, LAYERS, Evaluator, InvalidRequest, StageBudgets
+from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from device_agent.sandbox import SandboxSettings
@@ -63,6 +63,7 @@ class AgentSettings:
     register: str | None = None    # a coordinator's registry (host:port) to register with
     advertise: str | None = None   # the address to register (default: the listen address)
     drain_s: float = 5.0           # on SIGTERM, how long in-flight evaluations may finish
+    instant_verdicts: bool = False  # test mode: static checks only, no workers (benchmarks)
 
 
 class QueueFull(Exception):
@@ -183,7 +184,8 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
         devices = tuple(DeviceInfo(index=p.device_index, model=model, capacity=p.size, busy=p.busy,
                                    queued=p.waiting) for p in self.pools)
         return AgentDescription(
-            agent_id=self.agent_id, harness_version=HARNESS_VERSION, system=self.evaluator.system,
+            agent_id=self.agent_id, harness_version=self.evaluator.harness_version,
+            system=self.evaluator.system,
             devices=devices, suite=tuple((s.id, s.version) for s in operators.all_specs()),
             capacity=sum(p.size for p in self.pools),
             queue_depth=sum(p.waiting for p in self.pools), max_queue=self.settings.max_queue,
@@ -336,7 +338,8 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
                         peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None)
              for i in range(platform.device_count())]
-    evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers)
+    evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers,
+                          instant=settings.instant_verdicts)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
     service = DeviceAgentService(evaluator, pools, settings, agent_id)
     if metrics is not None:
@@ -364,7 +367,9 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
         ready(port)
     print(f"kgb agent {agent_id} listening on {settings.host}:{port} "
           f"(platform {platform.name}, {len(pools)} device(s) x {size} workers, "
-          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'})",
+          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'})"
+          + (" -- INSTANT-VERDICT TEST MODE: candidates are not run" if settings.instant_verdicts
+             else ""),
           file=sys.stderr, flush=True)
     if metrics is not None:
         shown = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -377,14 +382,15 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
         loop.add_signal_handler(sig, stop.set)
 
     async def warm() -> None:
-        await asyncio.gather(*(p.start() for p in pools))
+        if not settings.instant_verdicts:  # the instant test mode never runs a candidate
+            await asyncio.gather(*(p.start() for p in pools))
         if pools and pools[0].system_info:
             evaluator.system = evaluator.datasheet = SystemInfo(**pools[0].system_info)
             evaluator.use_peaks(_peaks_for(pools[0], evaluator.system))
         await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         if metrics is not None:
-            metrics.describe(evaluator.system.device_model, HARNESS_VERSION)
+            metrics.describe(evaluator.system.device_model, evaluator.harness_version)
             metrics.serving(True)
         log.info("workers ready; SERVING")
         print("kgb agent ready (SERVING)", file=sys.stderr, flush=True)

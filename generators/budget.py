@@ -76,6 +76,14 @@ class Budget:
             self._cost += call.cost_usd
             self._calls += 1
 
+    def observe(self, tokens: int, cost_usd: float) -> None:
+        """Raise the counts to totals seen elsewhere (never lower them): a sweep whose budget is
+        shared by several processes tells each one the sweep's stored totals, and a resumed
+        sweep starts from what its earlier runs spent."""
+        with self._lock:
+            self._tokens = max(self._tokens, int(tokens))
+            self._cost = max(self._cost, float(cost_usd))
+
     def check(self) -> str | None:
         """None while calls may be sent; else why not, e.g.
         ``"trajectory token budget of 20000 spent (20480 used)"``."""

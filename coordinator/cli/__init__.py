@@ -17,6 +17,7 @@ from coordinator.cli.export_cmd import export
 from coordinator.cli.operators_cmd import operators_group
 from coordinator.cli.report_cmd import report
 from coordinator.cli.run_cmd import run
+from coordinator.cli.sweep_cmd import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "KGB"})
@@ -30,6 +31,7 @@ def kgb() -> None:
       kgb operators show aten::add  entry points, cases, tolerances
       kgb eval my_add.py --op aten::add      evaluate a candidate file
       kgb run                       the default job: reference solutions on a local agent
+      kgb sweep run sweep.toml      an LLM sweep on Ray over an agent fleet (resumable)
       kgb report RUN                accuracy, pass@k, status funnel, cost of a stored run
     """
 
@@ -40,6 +42,7 @@ kgb.add_command(eval_cmd)
 kgb.add_command(run)
 kgb.add_command(report)
 kgb.add_command(export)
+kgb.add_command(sweep)
 
 
 def main(argv: list[str] | None = None) -> None:

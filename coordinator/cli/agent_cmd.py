@@ -41,10 +41,14 @@ def agent() -> None:
 @click.option("--advertise", metavar="HOST:PORT", default=None,
               help="the address the coordinator should dial (default: --host and the bound port; "
                    "this host's name when --host is 0.0.0.0 or ::)")
+@click.option("--instant-verdicts", is_flag=True,
+              help="TEST MODE for coordinator benchmarks: static checks only, candidates are not "
+                   "run (PASSED unless rejected; harness version '<version>+instant')")
 @click.option("-v", "--verbose", is_flag=True)
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
           port_file: str | None, disabled: tuple[str, ...], metrics_port: int | None,
-          register: str | None, advertise: str | None, verbose: bool) -> None:
+          register: str | None, advertise: str | None, instant_verdicts: bool,
+          verbose: bool) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -60,6 +64,8 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv += ["--register", register]
     if advertise:
         argv += ["--advertise", advertise]
+    if instant_verdicts:
+        argv.append("--instant-verdicts")
     if verbose:
         argv.append("--verbose")
     env = dict(os.environ)

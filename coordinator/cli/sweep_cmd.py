@@ -1,0 +1,407 @@
+"""``kgb sweep run|resume|status|cancel``: a sweep spec on Ray over an agent fleet.
+
+The run id is the spec's ``sweep.name``; its store is the spec's ``sweep.store`` (default
+``runs/<name>`` next to the spec). ``resume`` re-reads the spec text the run was started with
+from the store, so an edited spec file cannot change a run half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coordinator.cli.report_cmd import check_store_options, open_runs, store_options
+from coordinator.store import DB_NAME, Store
+
+EXIT_INCOMPLETE = 1
+EXIT_INTERRUPTED = 130
+
+
+@click.group("sweep")
+def sweep() -> None:
+    """Run LLM sweeps: a TOML spec (docs/sweep-spec.md) on Ray, judged by device agents.
+
+    \b
+      kgb sweep run sweep.toml        start (progress bar; Ctrl-C leaves it resumable)
+      kgb sweep resume NAME           continue a stopped run: no token is paid twice
+      kgb sweep status NAME           where a run stands
+      kgb sweep cancel NAME           ask a running sweep to stop (resumable)
+      kgb report NAME                 accuracy, pass@k, funnel, cost
+    """
+
+
+def _engine_options(f: Any) -> Any:
+    options = [
+        click.option("--ray-address", default=None, metavar="ADDR",
+                     help="join this Ray cluster (e.g. 10.0.0.5:6379 or auto); default: start "
+                          "Ray on this machine, bound to loopback"),
+        click.option("--metrics-port", type=click.IntRange(0, 65535), default=9464,
+                     show_default=True,
+                     help="serve Prometheus /metrics here (0 picks a free port; docs/metrics.md)"),
+        click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                     help="address /metrics listens on"),
+        click.option("--registry-port", type=click.IntRange(0, 65535), default=None,
+                     help="let agents register themselves here (kgb agent serve --register); "
+                          "default: only the spec's [[agents]]"),
+        click.option("--registry-host", default="127.0.0.1", show_default=True,
+                     help="address the registry listens on"),
+        click.option("--eval-timeout", type=click.FloatRange(1, 86400), default=900.0,
+                     show_default=True, help="seconds one evaluation may take, retries included"),
+        click.option("--wait-for-agents", type=click.FloatRange(0, 3600), default=60.0,
+                     show_default=True, help="seconds to wait at start for an agent per platform"),
+        click.option("--no-progress", is_flag=True, help="no progress bar (a line per minute)"),
+    ]
+    for o in reversed(options):
+        f = o(f)
+    return f
+
+
+@sweep.command("run")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@_engine_options
+def run_cmd(spec_path: Path, **kw: Any) -> None:
+    """Start the sweep SPEC describes (a TOML file; docs/sweep-spec.md).
+
+    Work is handed out in the spec's seeded order with at most
+    concurrency.generation_per_endpoint trajectories per endpoint in flight; every model call
+    is stored before it is used and every verdict before it counts. Ctrl-C stops cleanly: calls
+    already sent are awaited and stored, and `kgb sweep resume` continues without paying for
+    any token twice (a second Ctrl-C stops at once).
+    """
+    from coordinator.sweep_spec import SweepSpecError, parse_spec
+
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.UsageError(f"cannot read {spec_path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise click.UsageError(f"{spec_path} is not UTF-8 text") from None
+    try:
+        spec = parse_spec(text, str(spec_path), base_dir=spec_path.parent)
+    except SweepSpecError as exc:
+        raise click.UsageError(str(exc)) from None
+    for w in spec.warnings:
+        click.echo(f"warning: {w}", err=True)
+    db = spec.store / DB_NAME
+    if db.is_file():
+        store = Store(db)
+        try:
+            if store.run_config(spec.name) is not None:
+                st = store.run_state(spec.name)
+                what = st[0] if st else "unknown"
+                raise click.UsageError(
+                    f"run {spec.name!r} already exists in {spec.store} (state: {what}); continue it "
+                    f"with `kgb sweep resume {spec.store}`, or give the spec a new sweep.name")
+        finally:
+            store.close()
+    sys.exit(_execute(spec, text, str(spec_path), str(spec_path.parent.resolve()), spec.store,
+                      resume=False, **kw))
+
+
+@sweep.command("resume")
+@click.argument("run_ref", metavar="RUN")
+@store_options
+@_engine_options
+@click.pass_context
+def resume_cmd(ctx: click.Context, /, run_ref: str, store_path: Path | None, runs_dir: Path,
+               **kw: Any) -> None:
+    """Continue RUN (a sweep name under --runs-dir, or its store directory) from its store.
+
+    Finished trajectories are skipped; unfinished ones replay their stored model calls without
+    sending them (zero tokens) and take stored verdicts instead of re-evaluating; trajectories
+    that ended INFRA_ERROR run again. The sweep budget counts what the run already spent.
+    """
+    from coordinator.sweep_spec import SweepSpecError, parse_spec
+
+    check_store_options(ctx, store_path)
+    store, run_id, config = _sweep_run(run_ref, store_path, runs_dir)
+    store_dir = store.path.parent
+    store.close()
+    try:
+        spec = parse_spec(config["spec"], config.get("spec_source", "<stored spec>"),
+                          base_dir=config.get("spec_dir", "."))
+    except SweepSpecError as exc:
+        raise click.UsageError(f"the stored spec of {run_id!r} no longer validates: {exc}") from None
+    sys.exit(_execute(spec, config["spec"], config.get("spec_source", "<stored spec>"),
+                      config.get("spec_dir", "."), store_dir, resume=True, **kw))
+
+
+@sweep.command("status")
+@click.argument("run_ref", metavar="RUN")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="one JSON object")
+@click.pass_context
+def status_cmd(ctx: click.Context, run_ref: str, store_path: Path | None, runs_dir: Path,
+               as_json: bool) -> None:
+    """Where RUN stands: its state, trajectories finished of planned, tokens and cost so far."""
+    import orjson
+
+    from coordinator.sweep_spec import SweepSpecError, parse_spec
+
+    check_store_options(ctx, store_path)
+    store, run_id, config = _sweep_run(run_ref, store_path, runs_dir)
+    try:
+        try:
+            planned: int | None = len(parse_spec(config["spec"], config.get("spec_source", ""),
+                                                 base_dir=config.get("spec_dir", ".")).plan())
+        except SweepSpecError:
+            planned = None
+        results = store.trajectory_results(run_id)
+        by_end: dict[str, int] = {}
+        for r in results:
+            by_end[r.end_reason] = by_end.get(r.end_reason, 0) + 1
+        tokens, cost = store.run_spend(run_id)
+        st = store.run_state(run_id)
+        out: dict[str, Any] = {"run": run_id, "store": str(store.path.parent), "state": st[0] if st else "unknown",
+               "detail": st[1] if st else "", "updated": st[2] if st else None,
+               "planned": planned, "finished": len(results),
+               "solved": sum(1 for r in results if r.solved), "by_end_reason": by_end,
+               "llm_calls": store.llm_call_count(run_id), "tokens": tokens, "cost_usd": cost}
+    finally:
+        store.close()
+    if as_json:
+        click.echo(orjson.dumps(out).decode())
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(out["updated"])) if out["updated"] else "-"
+    click.echo(f"run {run_id} ({out['store']}): {out['state']} since {when}"
+               + (f" — {out['detail']}" if out["detail"] else ""))
+    click.echo(f"  trajectories: {out['finished']} of {planned if planned is not None else '?'} "
+               f"finished, {out['solved']} solved")
+    if by_end:
+        click.echo("  end reasons:  " + ", ".join(f"{k} {v}" for k, v in sorted(by_end.items())))
+    click.echo(f"  model calls:  {out['llm_calls']}, {tokens:,} tokens billed, ${cost:,.4f}")
+
+
+@sweep.command("cancel")
+@click.argument("run_ref", metavar="RUN")
+@store_options
+@click.pass_context
+def cancel_cmd(ctx: click.Context, run_ref: str, store_path: Path | None, runs_dir: Path) -> None:
+    """Ask the coordinator running RUN to stop (it notices within seconds). Calls already sent
+    are stored; the run stays resumable with `kgb sweep resume`."""
+    check_store_options(ctx, store_path)
+    store, run_id, _ = _sweep_run(run_ref, store_path, runs_dir)
+    try:
+        st = store.run_state(run_id)
+        if st is None or st[0] not in ("running", "cancelling"):
+            click.echo(f"run {run_id} is not running (state: {st[0] if st else 'unknown'}); "
+                       "nothing to cancel")
+            return
+        if not _owner_alive(st[1]):
+            store.set_run_state(run_id, "interrupted", "its coordinator is gone")
+            click.echo(f"run {run_id}: its coordinator is no longer running; marked interrupted "
+                       f"(resume with `kgb sweep resume {store.path.parent}`)")
+            return
+        store.set_run_state(run_id, "cancelling", st[1])
+    finally:
+        store.close()
+    click.echo(f"run {run_id}: cancel requested; the coordinator stops within a few seconds")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _sweep_run(run_ref: str, store_path: Path | None, runs_dir: Path) -> tuple[Store, str, dict[str, Any]]:
+    store, ids = open_runs(run_ref, store_path, runs_dir)
+    sweeps = [(i, c) for i in ids if (c := store.run_config(i)) is not None and c.get("kind") == "sweep"]
+    if len(sweeps) != 1:
+        store.close()
+        if not sweeps:
+            raise click.UsageError(f"{run_ref!r} holds no sweep run (runs: {', '.join(ids)})")
+        raise click.UsageError(f"{run_ref!r} holds several sweeps ({', '.join(i for i, _ in sweeps)}); "
+                               "name one with --store FILE RUN")
+    return store, sweeps[0][0], sweeps[0][1]
+
+
+def _owner() -> str:
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+def _owner_alive(detail: str) -> bool:
+    """Whether the coordinator named in a ``running`` state's detail still runs (unknowable
+    for another host: assumed alive)."""
+    parts = detail.split()
+    if len(parts) != 4 or parts[0] != "pid" or parts[2] != "on":
+        return True
+    if parts[3] != socket.gethostname():
+        return True
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, *, resume: bool,
+             ray_address: str | None, metrics_port: int, metrics_host: str,
+             registry_port: int | None, registry_host: str, eval_timeout: float,
+             wait_for_agents: float, no_progress: bool) -> int:
+    from rich.console import Console
+
+    from coordinator.metrics import SweepMetrics
+    from coordinator.sweep_engine import SweepOptions, init_ray
+
+    console = Console(stderr=True)
+    db = Path(store_dir) / DB_NAME
+    if resume and db.is_file():
+        store = Store(db)
+        st = store.run_state(spec.name)
+        store.close()
+        if st is not None and st[0] in ("running", "cancelling") and _owner_alive(st[1]):
+            console.print(f"kgb sweep: run {spec.name!r} is being run by {st[1]}; not starting a "
+                          "second coordinator (`kgb sweep cancel` it first)", markup=False)
+            return EXIT_INCOMPLETE
+    metrics = SweepMetrics()
+    try:
+        port = metrics.serve(metrics_port, metrics_host)
+    except OSError as exc:
+        console.print(f"kgb sweep: cannot serve metrics on {metrics_host}:{metrics_port} "
+                      f"({exc.strerror or exc}); choose another --metrics-port (0 picks a free one)",
+                      markup=False)
+        return EXIT_INCOMPLETE
+    metrics.declare(models=[m.name for m in spec.models] or [""],
+                    methods=[m.label for m in spec.methods], platforms=spec.platforms,
+                    sources=sorted({o.split("::")[0] for o in spec.operators}))
+    options = SweepOptions(run_id=spec.name, store_dir=Path(store_dir), spec_text=text,
+                           spec_source=source, spec_dir=spec_dir, ray_address=ray_address,
+                           registry_port=registry_port, registry_host=registry_host,
+                           eval_timeout_s=eval_timeout, wait_for_agents_s=wait_for_agents,
+                           resume=resume)
+    console.print(f"sweep {spec.name}: store {store_dir}, metrics on "
+                  f"http://{metrics_host}:{port}/metrics", markup=False)
+    view = _ProgressView(console, metrics, spec, enabled=not no_progress)
+    try:
+        with console.status("starting Ray ...") if not no_progress else _null():
+            init_ray(ray_address)
+        state, progress = asyncio.run(_drive(spec, options, view, _owner()))
+    finally:
+        view.close()
+        metrics.close()
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+    _summary(console, spec, state, progress, store_dir)
+    return {"complete": 0, "cancelled": 0, "interrupted": EXIT_INTERRUPTED}.get(state, EXIT_INCOMPLETE)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: object) -> None:
+        return None
+
+
+async def _drive(spec: Any, options: Any, view: _ProgressView, owner: str) -> tuple[str, Any]:
+    from coordinator.sweep_engine import SweepStop, run_sweep
+
+    stop = SweepStop()
+    loop = asyncio.get_running_loop()
+    def on_signal(why: str) -> None:
+        stop.request(why)
+        view.stopping(stop)
+
+    for sig, why in ((signal.SIGINT, "interrupted (Ctrl-C)"), (signal.SIGTERM, "terminated")):
+        loop.add_signal_handler(sig, on_signal, why)
+    try:
+        return await run_sweep(spec, options, on_progress=view.progress, on_outcome=view.outcome,
+                               on_fleet=view.fleet, stop=stop, owner=owner)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+class _ProgressView:
+    """The progress bar (or a line a minute) and the metrics fed from the driver's callbacks."""
+
+    def __init__(self, console: Any, metrics: Any, spec: Any, *, enabled: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.console, self.metrics, self.spec = console, metrics, spec
+        self.bar = (Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
+                             console=console, refresh_per_second=4) if enabled else None)
+        self.task: Any = None
+        self.last_line = time.monotonic()
+        self.eval_in_flight = 0
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task("trajectories", total=None, info="")
+
+    def _info(self, p: Any) -> str:
+        return (f"solved {p.solved} | in flight {p.in_flight} | {p.tokens:,} tok "
+                f"${p.cost_usd:,.2f}" + (f" | failed {p.failed}" if p.failed else ""))
+
+    def progress(self, p: Any) -> None:
+        self.metrics.progress(p.planned, p.skipped + p.done)
+        self.metrics.in_flight(p.in_flight, self.eval_in_flight)
+        if self.bar is not None:
+            self.bar.update(self.task, total=p.planned - p.skipped, completed=p.done + p.failed,
+                            info=self._info(p))
+        elif time.monotonic() - self.last_line > 60:
+            self.last_line = time.monotonic()
+            self.console.print(f"{p.skipped + p.done}/{p.planned} trajectories; {self._info(p)}",
+                               markup=False)
+
+    def outcome(self, o: Any, p: Any) -> None:
+        m = self.metrics
+        planned = o.planned
+        for call in o.calls:
+            m.llm_call(planned.model, planned.method, call)
+        source = planned.operator_id.split("::")[0]
+        for v, reused in o.verdicts:
+            m.verdict(v, source=source, platform=planned.platform, method=planned.method,
+                      reused=reused)
+        if o.result is not None:
+            m.trajectory_finished(method=planned.method, end_reason=o.result.end_reason,
+                                  solved=o.result.solved)
+
+    def fleet(self, status: dict[str, Any]) -> None:
+        self.eval_in_flight = int(status.get("in_flight", 0))
+        self.metrics.fleet(status.get("rows", []))
+
+    def stopping(self, stop: Any) -> None:
+        msg = ("stopping at once" if stop.hard else
+               "stopping: waiting for calls already sent (Ctrl-C again to stop at once)")
+        self.console.print(msg, markup=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _summary(console: Any, spec: Any, state: str, p: Any, store_dir: Path) -> None:
+    elapsed = time.monotonic() - p.started
+    console.print(f"sweep {spec.name}: {state} — {p.skipped + p.done} of {p.planned} trajectories "
+                  f"finished ({p.skipped} before this run), {p.solved} solved now; "
+                  f"{p.calls_sent} calls sent, {p.tokens:,} tokens, ${p.cost_usd:,.4f}; "
+                  f"{p.evaluations} verdicts ({p.verdicts_reused} from the store) in {elapsed:.0f} s",
+                  markup=False)
+    if p.by_end:
+        console.print("  end reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(p.by_end.items())),
+                      markup=False)
+    for e in p.errors[:5]:
+        console.print(f"  failed: {e}", markup=False)
+    if state != "complete":
+        console.print(f"  continue with: kgb sweep resume {store_dir}", markup=False)
+    console.print(f"  report: kgb report {store_dir}", markup=False)
