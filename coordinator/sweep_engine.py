@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -53,13 +54,14 @@ from generators.base import Candidate, Method
 from generators.budget import Budget
 from generators.evaluation import candidate_hash, infra_verdict
 from generators.llm import CallStatus, LLMCall, Prompt
-from generators.providers.base import Provider
+from generators.providers.base import EndpointConfig, Provider
 from generators.trajectory import EndReason, Trajectory, TrajectoryContext, TrajectoryMethod
 from protos.records import Status, Verdict
 
 log = logging.getLogger(__name__)
 
 CANDIDATES = ""  # the generator of candidate methods (reference, replay): no endpoint
+MAX_SHARDS = 8  # generators per endpoint at most (one per Ray node)
 STATE_POLL_S = 2.0
 
 
@@ -429,7 +431,7 @@ class Generator:
     """Runs trajectories of one endpoint (or of the candidate methods); see the module doc."""
 
     def __init__(self, spec_text: str, spec_source: str, spec_dir: str, run_id: str,
-                 endpoint: str, writer: Any, router: Any) -> None:
+                 endpoint: str, writer: Any, router: Any, shards: int = 1) -> None:
         self.spec = parse_spec(spec_text, spec_source, base_dir=spec_dir)
         self.run_id = run_id
         self.writer = writer
@@ -439,7 +441,7 @@ class Generator:
         if endpoint != CANDIDATES:
             from generators.providers import create as create_provider
 
-            self.provider = create_provider(self.spec.endpoint(endpoint),
+            self.provider = create_provider(_shard(self.spec.endpoint(endpoint), shards),
                                             self.spec.price_table(endpoint))
         self.methods = {m.label: m.build() for m in self.spec.methods}
         b = self.spec.budgets
@@ -528,6 +530,18 @@ class Generator:
             await self.provider.aclose()
 
 
+def _shard(config: EndpointConfig, shards: int) -> EndpointConfig:
+    """One of ``shards`` generators' share of an endpoint's limits (together: the endpoint's)."""
+    if shards <= 1:
+        return config
+    return dataclasses.replace(
+        config, max_concurrency=max(1, math.ceil(config.max_concurrency / shards)),
+        requests_per_minute=None if config.requests_per_minute is None
+        else config.requests_per_minute / shards,
+        tokens_per_minute=None if config.tokens_per_minute is None
+        else config.tokens_per_minute / shards)
+
+
 def _result(run_id: str, platform: str, key: TrajectoryKey, source: str,
             pairs: list[tuple[Candidate, Verdict | None]], end: EndReason, *, turns: int,
             calls: Sequence[LLMCall], detail: str = "", traj: Trajectory | None = None
@@ -569,6 +583,15 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    loopback = address is None or address.rsplit(":", 1)[0].strip("[]") in (
+        "127.0.0.1", "localhost", "::1")
+    if loopback:
+        # Ray turns a loopback address into this machine's external one (and binds there)
+        # unless told this is a single-machine cluster; it reads that flag when imported.
+        import ray._private.ray_constants as ray_constants
+
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        ray_constants.ENABLE_RAY_CLUSTER = False
     if ray.is_initialized():
         return
     env = {"PYTHONPATH": with_repo_on_path(os.environ.get("PYTHONPATH")),
@@ -619,7 +642,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
     pin = {"scheduling_strategy": _here(), "num_cpus": 0}
     writer = ray.remote(StoreWriter).options(max_concurrency=100_000, **pin).remote(
         str(store_path(options.store_dir)), options.run_id)
-    generators: dict[str, Any] = {}
+    generators: dict[str, list[Any]] = {}
     router = None
     state = "interrupted"
     try:
@@ -653,12 +676,18 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         queues: dict[str, list[PlannedTrajectory]] = {}
         for p in todo:
             queues.setdefault(_endpoint_of(spec, p), []).append(p)
+        # An endpoint's trajectories run on one generator per node (up to MAX_SHARDS), each with
+        # its share of the endpoint's limits; the candidate methods need one.
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         for endpoint in queues:
-            generators[endpoint] = ray.remote(Generator).options(
-                max_concurrency=100_000, num_cpus=0, scheduling_strategy="SPREAD").remote(
-                options.spec_text, options.spec_source, options.spec_dir, options.run_id, endpoint,
-                writer, router)
-        for g in generators.values():
+            shards = 1 if endpoint == CANDIDATES else max(1, min(nodes, MAX_SHARDS))
+            generators[endpoint] = [
+                ray.remote(Generator).options(
+                    max_concurrency=100_000, num_cpus=0, scheduling_strategy="SPREAD").remote(
+                    options.spec_text, options.spec_source, options.spec_dir, options.run_id,
+                    endpoint, writer, router, shards)
+                for _ in range(shards)]
+        for g in _all(generators):
             await g.observe_spend.remote(tokens0, cost0)
         if on_progress:
             on_progress(progress)
@@ -684,8 +713,9 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
             limit = (spec.concurrency.generation_per_endpoint if endpoint != CANDIDATES
                      else max(4, spec.concurrency.evaluations_in_flight or 64))
             sem = asyncio.Semaphore(limit)
-            g = generators[endpoint]
-            for p in queue:
+            shards = generators[endpoint]
+            for i, p in enumerate(queue):
+                g = shards[i % len(shards)]
                 await sem.acquire()
                 if stop.event.is_set():
                     sem.release()
@@ -718,7 +748,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
                 d.cancel()
             if not stop.hard:  # calls on the wire are paid for: let them land in the store
                 wire_s = max((e.timeout_s for e in spec.endpoints), default=60.0)
-                drains = [g.drain.remote(wire_s) for g in generators.values()]
+                drains = [g.drain.remote(wire_s) for g in _all(generators)]
                 drain_all = asyncio.gather(*drains, return_exceptions=True)
                 while not drain_all.done() and not stop.hard:
                     await asyncio.wait({drain_all}, timeout=0.2)
@@ -743,7 +773,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         await writer.set_state.remote(state, detail)
         return state, progress
     finally:
-        for g in generators.values():
+        for g in _all(generators):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(g.close.remote(), 5)
             ray.kill(g)
@@ -757,6 +787,10 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer.close.remote(), 10)
         ray.kill(writer)
+
+
+def _all(generators: dict[str, list[Any]]) -> list[Any]:
+    return [g for shards in generators.values() for g in shards]
 
 
 def _key_string(p: PlannedTrajectory) -> str:

@@ -160,7 +160,8 @@ def status_cmd(ctx: click.Context, run_ref: str, store_path: Path | None, runs_d
             by_end[r.end_reason] = by_end.get(r.end_reason, 0) + 1
         tokens, cost = store.run_spend(run_id)
         st = store.run_state(run_id)
-        out: dict[str, Any] = {"run": run_id, "store": str(store.path.parent), "state": st[0] if st else "unknown",
+        out: dict[str, Any] = {
+               "run": run_id, "store": str(store.path.parent), "state": st[0] if st else "unknown",
                "detail": st[1] if st else "", "updated": st[2] if st else None,
                "planned": planned, "finished": len(results),
                "solved": sum(1 for r in results if r.solved), "by_end_reason": by_end,
@@ -395,8 +396,8 @@ def _summary(console: Any, spec: Any, state: str, p: Any, store_dir: Path) -> No
     console.print(f"sweep {spec.name}: {state} — {p.skipped + p.done} of {p.planned} trajectories "
                   f"finished ({p.skipped} before this run), {p.solved} solved now; "
                   f"{p.calls_sent} calls sent, {p.tokens:,} tokens, ${p.cost_usd:,.4f}; "
-                  f"{p.evaluations} verdicts ({p.verdicts_reused} from the store) in {elapsed:.0f} s",
-                  markup=False)
+                  f"{p.evaluations} verdicts ({p.verdicts_reused} from the store) in {elapsed:.0f} s"
+                  f" on {len(p.nodes)} Ray node{'' if len(p.nodes) == 1 else 's'}", markup=False)
     if p.by_end:
         console.print("  end reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(p.by_end.items())),
                       markup=False)
