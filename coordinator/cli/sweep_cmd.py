@@ -58,6 +58,10 @@ def _engine_options(f: Any) -> Any:
         click.option("--wait-for-agents", type=click.FloatRange(0, 3600), default=60.0,
                      show_default=True, help="seconds to wait at start for an agent per platform"),
         click.option("--no-progress", is_flag=True, help="no progress bar (a line per minute)"),
+        click.option("--metrics-linger", type=click.FloatRange(0, 86400), default=0.0,
+                     show_default=True,
+                     help="keep /metrics up this many seconds after the sweep ends, so "
+                          "Prometheus scrapes the final counts (Ctrl-C ends it early)"),
     ]
     for o in reversed(options):
         f = o(f)
@@ -246,7 +250,7 @@ def _owner_alive(detail: str) -> bool:
 def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, *, resume: bool,
              ray_address: str | None, metrics_port: int, metrics_host: str,
              registry_port: int | None, registry_host: str, eval_timeout: float,
-             wait_for_agents: float, no_progress: bool) -> int:
+             wait_for_agents: float, no_progress: bool, metrics_linger: float) -> int:
     from rich.console import Console
 
     from coordinator.metrics import SweepMetrics
@@ -285,6 +289,14 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
         with console.status("starting Ray ...") if not no_progress else _null():
             init_ray(ray_address)
         state, progress = asyncio.run(_drive(spec, options, view, _owner()))
+        view.close()
+        _summary(console, spec, state, progress, store_dir)
+        if metrics_linger > 0:
+            console.print(f"metrics stay up for {metrics_linger:.0f} s (Ctrl-C ends it)", markup=False)
+            try:
+                time.sleep(metrics_linger)
+            except KeyboardInterrupt:
+                pass
     finally:
         view.close()
         metrics.close()
@@ -292,7 +304,6 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
 
         if ray.is_initialized():
             ray.shutdown()
-    _summary(console, spec, state, progress, store_dir)
     return {"complete": 0, "cancelled": 0, "interrupted": EXIT_INTERRUPTED}.get(state, EXIT_INCOMPLETE)
 
 
@@ -344,6 +355,7 @@ class _ProgressView:
         self.task: Any = None
         self.last_line = time.monotonic()
         self.eval_in_flight = 0
+        self.last: Any = None
         if self.bar is not None:
             self.bar.start()
             self.task = self.bar.add_task("trajectories", total=None, info="")
@@ -353,6 +365,7 @@ class _ProgressView:
                 f"${p.cost_usd:,.2f}" + (f" | failed {p.failed}" if p.failed else ""))
 
     def progress(self, p: Any) -> None:
+        self.last = p
         self.metrics.progress(p.planned, p.skipped + p.done)
         self.metrics.in_flight(p.in_flight, self.eval_in_flight)
         if self.bar is not None:
@@ -379,6 +392,8 @@ class _ProgressView:
     def fleet(self, status: dict[str, Any]) -> None:
         self.eval_in_flight = int(status.get("in_flight", 0))
         self.metrics.fleet(status.get("rows", []))
+        if self.last is not None:
+            self.metrics.in_flight(self.last.in_flight, self.eval_in_flight)
 
     def stopping(self, stop: Any) -> None:
         msg = ("stopping at once" if stop.hard else

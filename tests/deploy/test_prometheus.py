@@ -5,12 +5,13 @@ test runs as root, the fixture installs it. When it cannot be installed or start
 **fails** in CI (``CI`` set) or as root, and skips elsewhere with the command to run.
 
 The scrape configuration is ``deploy/prometheus.yml`` itself, with its targets pointed at this
-test's processes and a 1 s scrape interval. The coordinator's side is driven by
-:func:`drive_sweep_workload`, which stands in for the sweep engine until ``kgb sweep run``
-exists: LLM trajectory methods against the scripted LLM server, evaluations on the real agent,
-and every call, verdict and trajectory fed to :class:`SweepMetrics` as the engine will.
-Then every expression of ``deploy/grafana/kgb.json`` (Grafana's variables substituted) must
-return at least one finite value, and every variable query at least one label value.
+test's processes and a 1 s scrape interval. The coordinator is a real ``kgb sweep run`` (its own
+process, Ray and all) with LLM trajectory methods against the scripted LLM server (replies
+by problem, temperature and turn, so the outcome is deterministic), evaluations on the real agent
+and a dead agent in its fleet; ``--metrics-linger`` keeps its /metrics up after the sweep so the
+final counts are scraped. Then every expression of ``deploy/grafana/kgb.json`` (Grafana's
+variables substituted) must return at least one finite value, and every variable query at least
+one label value.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -36,15 +37,11 @@ import orjson
 import pytest
 import yaml
 
-import generators
 import operators
 from coordinator.metrics import SweepMetrics
-from generators.evaluation import AgentEvaluator, candidate_hash
-from generators.llm import LLMCall
-from generators.providers import EndpointConfig, ModelPrice, PriceTable, create
+from coordinator.store import DB_NAME, Store
 from operators.aten.add import NEGATIVE_NO_ALPHA
-from protos.client import AgentClient
-from protos.records import Status, Verdict
+from tests.coordinator.sweeping import kgb, wait_for
 from tests.deploy.helpers import PROM_CONFIG, catalogue, expressions, metrics_agent, variable_queries
 from tests.generators.fake_llm_server import FakeServer, fake_server
 
@@ -54,8 +51,6 @@ WINDOW = "5m"
 ADD = operators.get("aten::add")
 SAXPY = operators.get("cublas::cublasSaxpy_v2")
 CODER, REASONER = "fake-coder", "fake-reasoner"
-PRICES = PriceTable({CODER: ModelPrice(prompt=1.0, completion=4.0, cached_prompt=0.5),
-                     REASONER: ModelPrice(prompt=3.0, completion=15.0)})
 DEAD_AGENT = "127.0.0.1:9"  # nothing listens on the discard port: an agent that is down
 
 
@@ -174,7 +169,7 @@ def prometheus_server(workdir: Path, coordinator: str, agent: str) -> Iterator[P
             proc.wait()
 
 
-# -- the coordinator's workload (stand-in for `kgb sweep run`) ----------------------------------
+# -- the coordinator's workload: a real `kgb sweep run` -------------------------------------------
 
 
 def _fenced(source: str) -> str:
@@ -197,178 +192,94 @@ def _anthropic(kind: str, text: str, given: int, output: int, read: int, delay: 
 
 
 BROKEN_SAXPY = "import triton\n\ndef cublasSaxpy_v2(n, alpha, x:\n    return\n"
+INLINE_ASM_ADD = (Path(__file__).parents[1] / "fixtures" / "candidates" / "add_inline_asm.py").read_text()
+REFINE_T, SAMPLE_T = 0.0, 0.5  # the methods' temperatures: how the fake LLM tells them apart
+
+# Replies by route (problem | temperature | turn), so the sweep's concurrent trajectories get the
+# same replies whatever the order. Every coordinator metric moves: all token kinds; OK /
+# TRUNCATED / BUDGET / RATE_LIMITED calls and a retried one; PASSED / WRONG_ANSWER /
+# COMPILE_ERROR / INFRA_ERROR verdicts and a reused one; six end reasons; two models, two
+# methods, two sources; a dead agent in the fleet. Replies are delayed so the work spreads over
+# many scrapes.
+SCRIPT = {"endpoints": {
+    "coder": {"routes": {
+        f"{ADD.id}|{REFINE_T}|1": [_ok_openai(_fenced(NEGATIVE_NO_ALPHA), 1200, 700, 400, 100, 2.0)],
+        f"{ADD.id}|{REFINE_T}|2": [_ok_openai(_fenced(ADD.solution), 1400, 720, 1200, 150, 1.0)],
+        f"{ADD.id}|{SAMPLE_T}|1": [_ok_openai(_fenced(INLINE_ASM_ADD), 900, 400, 0, 0, 1.0)],
+        f"{SAXPY.id}|{REFINE_T}|1": [_ok_openai(_fenced(BROKEN_SAXPY), 2700, 300, 0, 40, 2.5)],
+        f"{SAXPY.id}|{SAMPLE_T}|1": [{"kind": "truncated", "text": "```python\nimport triton\n",
+                                       "delay_s": 3.0, "usage": {"prompt_tokens": 700,
+                                                                 "completion_tokens": 4096}}]}},
+    "reasoner": {"routes": {
+        f"{ADD.id}|{REFINE_T}|1": [{"kind": "error", "status": 429, "delay_s": 2.0}],
+        f"{ADD.id}|{SAMPLE_T}|1": [{"kind": "error", "status": 500, "delay_s": 1.0},
+                                   _anthropic("ok", _fenced(ADD.solution), 1500, 600, 0, 1.5)],
+        f"{SAXPY.id}|{REFINE_T}|1": [_anthropic("ok", _fenced(SAXPY.solution), 800, 300, 200, 1.5)],
+        # the same file again once the first is judged: its verdict comes from the store
+        f"{SAXPY.id}|{SAMPLE_T}|1": [_anthropic("ok", _fenced(SAXPY.solution), 800, 300, 0, 25.0)]}},
+}}
 
 
-@dataclass(frozen=True)
-class Group:
-    """Trajectories of one method and model on one problem, with their own scripted endpoint."""
+def _spec(path: Path, llm: FakeServer, agent: str) -> Path:
+    path.write_text(f"""operators = ["{ADD.id}", "{SAXPY.id}"]
+platforms = ["cpu"]
 
-    endpoint: str
-    wire: str
-    model: str
-    method: str
-    options: dict[str, Any]
-    operator: str
-    replies: list[dict[str, Any]]
-    max_retries: int = 0
-    trajectory_max_tokens: int | None = None
+[sweep]
+name = "prom"
 
+[[endpoints]]
+name = "coder"
+kind = "openai"
+base_url = "{llm.url('coder', 'openai')}"
+api_key_env = ""
+max_retries = 0
+timeout_s = 60
 
-# Every coordinator metric moves: all token kinds, OK / TRUNCATED / BUDGET / RATE_LIMITED calls,
-# a retried call, PASSED / WRONG_ANSWER / COMPILE_ERROR / INFRA_ERROR verdicts, reused verdicts,
-# five end reasons, two models, two methods, two sources, a dead agent in the fleet. Replies are
-# delayed so the work spreads over many scrapes.
-WORKLOAD = [
-    Group("coder-refine", "openai", CODER, "refine", {"turns": 3}, ADD.id, [
-        _ok_openai(_fenced(NEGATIVE_NO_ALPHA), 1200, 700, 400, 100, 2.0),
-        _ok_openai(_fenced(ADD.solution), 2600, 720, 1200, 150, 1.0)]),
-    Group("coder-budget", "openai", CODER, "refine", {"turns": 3}, ADD.id, [
-        _ok_openai(_fenced(NEGATIVE_NO_ALPHA), 900, 300, 0, 40, 2.5)], trajectory_max_tokens=1000),
-    Group("reasoner-sample", "anthropic", REASONER, "sample", {"n": 2}, SAXPY.id, [
-        _anthropic("ok", _fenced(BROKEN_SAXPY), 800, 300, 200, 1.5),
-        _anthropic("truncated", "```python\nimport triton\n@triton.jit\ndef _k(", 700, 4096, 0, 3.0)]),
-    Group("reasoner-retry", "anthropic", REASONER, "sample", {"n": 1}, ADD.id, [
-        {"kind": "error", "status": 500, "delay_s": 1.0},
-        _anthropic("ok", _fenced(ADD.solution), 1500, 600, 0, 1.5)], max_retries=1),
-    Group("reasoner-error", "anthropic", REASONER, "refine", {"turns": 2}, ADD.id, [
-        {"kind": "error", "status": 429, "delay_s": 2.0}]),
-]
+[[endpoints]]
+name = "reasoner"
+kind = "anthropic"
+base_url = "{llm.url('reasoner', 'anthropic')}"
+api_key_env = ""
+max_retries = 1
+backoff_base_s = 0.05
+timeout_s = 60
 
+[[models]]
+name = "{CODER}"
+endpoint = "coder"
+model = "{CODER}"
+max_tokens = 4096
+prices = {{ prompt = 1.0, completion = 4.0, cached_prompt = 0.5 }}
 
-@dataclass
-class WorkloadResult:
-    trajectories: list[generators.Trajectory] = field(default_factory=list)
-    verdicts: list[tuple[Verdict, bool]] = field(default_factory=list)  # (verdict, reused)
+[[models]]
+name = "{REASONER}"
+endpoint = "reasoner"
+model = "{REASONER}"
+max_tokens = 4096
+prices = {{ prompt = 3.0, completion = 15.0 }}
 
+[[methods]]
+name = "refine"
+turns = 2
+temperature = {REFINE_T}
 
-async def drive_sweep_workload(metrics: SweepMetrics, agents: list[str], llm: FakeServer,
-                               groups: list[Group]) -> WorkloadResult:
-    """Run ``groups`` as the sweep engine would and feed ``metrics`` on every event.
+[[methods]]
+name = "sample"
+n = 1
+temperature = {SAMPLE_T}
 
-    Stand-in for ``kgb sweep run``: plans the trajectories (``declare`` + ``progress``), runs
-    them concurrently, records every model call (``llm_call``), evaluates candidates on the first
-    agent that is up (an ``INFRA_ERROR`` marks the agent down and the candidate is retried on the
-    next), reuses a verdict already stored for the same candidate (``verdict(reused=True)``),
-    reports the coordinator's in-flight work and the fleet as ``Describe`` shows it."""
-    result = WorkloadResult()
-    store: dict[tuple[str, str], asyncio.Future[Verdict]] = {}
-    down: set[str] = set()
-    counts = {"generation": 0, "evaluation": 0}
-    planned = sum(generators.create_trajectory(g.method, **g.options)
-                  .samples(operators.get(g.operator)) for g in groups)
-    done = 0
-    metrics.declare(models={g.model for g in groups}, methods={g.method for g in groups},
-                    platforms=["cpu"], sources={g.operator.split("::")[0] for g in groups})
-    metrics.progress(planned, 0)
+[[agents]]
+address = "{DEAD_AGENT}"
+platform = "cpu"
 
-    def moved(stage: str, by: int) -> None:
-        counts[stage] += by
-        metrics.in_flight(counts["generation"], counts["evaluation"])
+[[agents]]
+address = "{agent}"
+platform = "cpu"
 
-    clients = {a: AgentEvaluator(a, timeout_s=120) for a in agents}
-
-    async def evaluate(operator_id: str, source: str, method: str) -> Verdict:
-        key = (operator_id, candidate_hash(source))
-        if key in store:  # stored, or being evaluated for another trajectory: never twice
-            v = await asyncio.shield(store[key])
-            metrics.verdict(v, source=operator_id.split("::")[0], platform="cpu", method=method,
-                            reused=True)
-            result.verdicts.append((v, True))
-            return v
-        pending = store[key] = asyncio.get_running_loop().create_future()
-        try:
-            for address in [a for a in agents if a not in down]:
-                moved("evaluation", 1)
-                try:
-                    v = await clients[address].evaluate(operator_id, source)
-                finally:
-                    moved("evaluation", -1)
-                metrics.verdict(v, source=operator_id.split("::")[0], platform="cpu",
-                                method=method)
-                result.verdicts.append((v, False))
-                if v.status is not Status.INFRA_ERROR:
-                    break
-                down.add(address)  # retried on the next agent
-            pending.set_result(v)
-        except BaseException as exc:
-            pending.set_exception(RuntimeError(f"evaluation failed: {exc!r}"))
-            raise
-        return v
-
-    async def record(call: LLMCall) -> None:
-        metrics.llm_call(call.model, call.extra["method"], call)
-
-    class CountedProvider:
-        """The endpoint's provider, counting calls in flight (the generation queue)."""
-
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-            self.config = inner.config
-
-        async def complete(self, *args: Any, **kwargs: Any) -> LLMCall:
-            moved("generation", 1)
-            try:
-                return await self.inner.complete(*args, **kwargs)  # type: ignore[no-any-return]
-            finally:
-                moved("generation", -1)
-
-    class MethodEvaluator:
-        def __init__(self, method: str) -> None:
-            self.method = method
-
-        async def evaluate(self, operator_id: str, source: str) -> Verdict:
-            return await evaluate(operator_id, source, self.method)
-
-    async def watch_fleet() -> None:
-        while True:
-            seen = []
-            for address in agents:
-                try:
-                    async with AgentClient(address) as c:
-                        d = await c.describe(timeout=2)
-                    seen.append(("cpu", d.system.device_model, True, d.queue_depth,
-                                 sum(dev.busy for dev in d.devices)))
-                except Exception:  # noqa: BLE001 - any failure means the agent is down
-                    seen.append(("cpu", "unknown", False, 0, 0))
-            metrics.fleet(seen)
-            await asyncio.sleep(0.5)
-
-    async def run_group(g: Group) -> None:
-        nonlocal done
-        method = generators.create_trajectory(g.method, **g.options)
-        spec = operators.get(g.operator)
-        config = EndpointConfig(name=g.endpoint, kind=g.wire,  # type: ignore[arg-type]
-                                base_url=llm.url(g.endpoint, g.wire), timeout_s=20,
-                                max_retries=g.max_retries, backoff_base_s=0.05)
-        async with create(config, PRICES) as provider:
-            ctx = generators.TrajectoryContext(
-                provider=CountedProvider(provider), model=g.model, record=record,  # type: ignore[arg-type]
-                platform="cpu", max_tokens=4096, trajectory_max_tokens=g.trajectory_max_tokens,
-                evaluator=MethodEvaluator(g.method) if method.needs_evaluator else None)
-
-            async def one(sample: int) -> None:
-                nonlocal done
-                traj = await method.run(spec, sample, ctx)
-                verdicts = [s.verdict for s in traj.steps if s.verdict is not None]
-                if not method.needs_evaluator:  # the sweep judges what `sample` produced
-                    verdicts += [await evaluate(spec.id, c.source, g.method) for c in traj.candidates]
-                metrics.trajectory_finished(method=g.method, end_reason=traj.end.value,
-                                            solved=any(v.status is Status.PASSED for v in verdicts))
-                result.trajectories.append(traj)
-                done += 1
-                metrics.progress(planned, done)
-
-            await asyncio.gather(*(one(s) for s in range(method.samples(spec))))
-
-    watcher = asyncio.ensure_future(watch_fleet())
-    try:
-        await asyncio.gather(*(run_group(g) for g in groups))
-        await asyncio.sleep(1.0)  # one more fleet round after the last verdict
-    finally:
-        watcher.cancel()
-        for client in clients.values():
-            await client.close()
-    return result
+[budgets]
+trajectory_max_tokens = 3000
+""")
+    return path
 
 
 # -- getting Prometheus: fail in CI and as root, skip elsewhere ----------------------------------
@@ -442,38 +353,47 @@ def _wait_for(prom: Prometheus, expr: str, what: str, timeout: float = 60) -> No
 
 def test_every_dashboard_query_returns_data_from_a_real_prometheus(
         tmp_path: Path, agent_secret_env: None) -> None:
-    metrics = SweepMetrics()
-    coordinator = f"127.0.0.1:{metrics.serve(0)}"
-    script = {"endpoints": {g.endpoint: {"replies": g.replies} for g in WORKLOAD}}
+    coordinator = f"127.0.0.1:{_free_port()}"
+    sweep: subprocess.Popen[str] | None = None
     try:
         with metrics_agent(tmp_path / "agent.log", workers=1, serving=False) as agent, \
-                fake_server(script, tmp_path) as llm, \
+                fake_server(SCRIPT, tmp_path) as llm, \
                 prometheus_server(tmp_path, coordinator,
                                   urllib.parse.urlsplit(agent.metrics_url).netloc) as prom:
             asyncio.run(agent.agent.wait_serving(timeout=180))
-            _wait_for(prom, 'up{job="kgb-coordinator"} == 1', "coordinator scraped")
             _wait_for(prom, 'kgb_agent_serving{job="kgb-agent"} == 1', "agent scraped while serving")
-            work = asyncio.run(drive_sweep_workload(metrics, [DEAD_AGENT, agent.address], llm,
-                                                    WORKLOAD))
-
-            ends = sorted(t.end.value for t in work.trajectories)
+            spec = _spec(tmp_path / "sweep.toml", llm, agent.address)
+            sweep = kgb("sweep", "run", str(spec), "--metrics-port", coordinator.split(":")[1],
+                        "--no-progress", "--metrics-linger", "300")
+            _wait_for(prom, 'up{job="kgb-coordinator"} == 1', "coordinator scraped")
+            db = tmp_path / "runs" / "prom" / DB_NAME
+            wait_for(lambda: _state(db) not in (None, "running"), 300, "the sweep to end")
+            # the INFRA_ERROR trajectory (an interpreter limit) leaves the run resumable
+            assert _state(db) == "incomplete"
+            store = Store(db)
+            try:
+                results = store.trajectory_results("prom")
+                verdicts = {r[0] for r in store.db.execute("SELECT status FROM verdicts")}
+            finally:
+                store.close()
+            ends = sorted(r.end_reason for r in results)
             assert ends == ["BUDGET_SPENT", "CANDIDATE", "CANDIDATE", "EXTRACTION_FAILED",
-                            "LLM_ERROR", "SOLVED"], [(t.method, t.end, t.detail) for t in
-                                                     work.trajectories]
-            statuses = {(v.status.value, reused) for v, reused in work.verdicts}
-            assert {("INFRA_ERROR", False), ("COMPILE_ERROR", False), ("WRONG_ANSWER", False),
-                    ("PASSED", False), ("PASSED", True)} <= statuses, statuses
+                            "INFRA_ERROR", "LLM_ERROR", "SOLVED", "SOLVED"], \
+                [(str(r.key), r.end_reason, r.detail) for r in results]
+            assert {"COMPILE_ERROR", "WRONG_ANSWER", "PASSED"} <= verdicts, verdicts
 
             # Every coordinator metric was non-zero at some scrape.
-            for name, (kind, _) in catalogue(metrics).items():
+            for name, (kind, _) in catalogue(SweepMetrics()).items():
                 series = name + "_count" if kind == "histogram" else name
                 _wait_for(prom, f"max(max_over_time({series}[{WINDOW}])) > 0", f"{name} moved")
             for expr in ('count(sum by (kind) (kgb_llm_tokens_total) > 0) == 4',
                          'count(sum by (status) (kgb_llm_requests_total) > 0) == 4',
                          'count(sum by (status) (kgb_candidates_total) > 0) == 4',
                          'count(sum by (source) (kgb_candidates_total) > 0) == 2',
-                         'count(sum by (end_reason) (kgb_trajectories_total) > 0) == 5',
+                         'count(sum by (end_reason) (kgb_trajectories_total) > 0) == 6',
                          f'count(max_over_time(kgb_sweep_in_flight[{WINDOW}]) > 0) == 2',
+                         'sum(kgb_verdicts_reused_total) >= 1',
+                         'sum(kgb_fleet_agents_up) == 1 and sum(kgb_fleet_agents) == 2',
                          'sum(kgb_agent_evaluations_total{status="PASSED"}) >= 1'):
                 _wait_for(prom, expr, "the workload's coverage", timeout=15)
 
@@ -496,4 +416,20 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
                 assert _label_values(prom, query), f"variable {name}: {query} has no values"
             assert set(_label_values(prom, variable_queries()["model"])) == {CODER, REASONER}
     finally:
-        metrics.close()
+        if sweep is not None:
+            sweep.terminate()
+            try:
+                sweep.wait(30)
+            except subprocess.TimeoutExpired:
+                sweep.kill()
+
+
+def _state(db: Path) -> str | None:
+    if not db.is_file():
+        return None
+    store = Store(db)
+    try:
+        st = store.run_state("prom")
+    finally:
+        store.close()
+    return st[0] if st else None

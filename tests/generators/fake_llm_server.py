@@ -7,7 +7,11 @@ it prints ``PORT <n>`` once it listens on ``127.0.0.1:<n>``. The script is::
 
 ``POST /<name>/v1/chat/completions`` answers in the OpenAI format, ``POST /<name>/v1/messages``
 in the Anthropic one; each request takes the endpoint's next reply (``default`` once the list is
-spent; without one, a 500 marked ``exhausted``). A REPLY is a dict with ``kind``:
+spent; without one, a 500 marked ``exhausted``). An endpoint may also have ``routes``:
+``{"<problem>|<temperature>|<turn>": [REPLY, ...]}`` — a request whose prompt names that problem
+(``Problem `aten::add```), with that temperature (``None`` when not sent) and that many assistant
+messages plus one, takes that route's next reply (its last one repeats), whatever else is in
+flight: a sweep's concurrent trajectories get deterministic replies. A REPLY is a dict with ``kind``:
 
 * ``ok`` / ``truncated``: a normal reply (``text``; truncated: finish_reason ``length`` or
   stop_reason ``max_tokens``) with ``usage`` given in the endpoint's own wire format;
@@ -28,6 +32,7 @@ times and how many requests of that endpoint were in flight when it arrived.
 from __future__ import annotations
 
 import json
+import re
 import select
 import socket
 import subprocess
@@ -55,10 +60,18 @@ class _State:
         self.billing = billing
         self.requests = requests
 
-    def take(self, endpoint: str) -> tuple[int, dict[str, Any], int]:
+    def take(self, endpoint: str, body: Any = None) -> tuple[int, dict[str, Any], int]:
         with self.lock:
             self.seq += 1
             spec = self.endpoints[endpoint]
+            route = _route(body)
+            routes = spec.get("routes", {})
+            if route in routes:  # the route's replies in order; its last one repeats
+                i = self.next.setdefault(f"{endpoint}|{route}", 0)
+                self.next[f"{endpoint}|{route}"] = i + 1
+                reply = routes[route][min(i, len(routes[route]) - 1)]
+                self.in_flight[endpoint] += 1
+                return self.seq, reply, self.in_flight[endpoint]
             i = self.next[endpoint]
             self.next[endpoint] = i + 1
             replies = spec.get("replies", [])
@@ -73,6 +86,18 @@ class _State:
     def log(self, path: Path, record: dict[str, Any]) -> None:
         with self.lock, path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+
+
+def _route(body: Any) -> str:
+    """``problem|temperature|turn`` of a request: the problem its prompt names, its temperature
+    and how many assistant replies it already holds plus one."""
+    if not isinstance(body, dict):
+        return ""
+    messages = body.get("messages") or []
+    text = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    problem = re.search(r"Problem `([^`]+)`", text)
+    turn = 1 + sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    return f"{problem.group(1) if problem else ''}|{body.get('temperature')}|{turn}"
 
 
 def _openai_body(reply: dict[str, Any], seq: int) -> dict[str, Any]:
@@ -118,7 +143,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b'{"error": "no such endpoint"}', {})
             return
         wire = "openai" if rest == OPENAI_PATH else "anthropic"
-        seq, reply, in_flight = state.take(endpoint)
+        try:
+            parsed: Any = json.loads(raw)
+        except ValueError:
+            parsed = None
+        seq, reply, in_flight = state.take(endpoint, parsed)
         self._counted: str | None = endpoint
         t_start = time.time()
         try:
