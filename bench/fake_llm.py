@@ -12,8 +12,9 @@ reply's sequence number so no two candidates are alike, and the configured usage
 N`` answers every N-th request with a 503 (no usage, not billed: the client retries).
 
 Its own books: one JSON line per billed reply in ``--log`` (``seq``, prompt and completion
-tokens), written **before** the reply is sent — a provider bills what it generated whether or not
-the client lived to read it — and ``GET /stats`` (calls, tokens, in flight now and at most).
+tokens), written just **before** the reply is sent to a client that is still connected (a reply
+whose client hung up while it was being "generated" is counted as abandoned, not billed), and
+``GET /stats`` (calls, tokens, in flight now and at most, abandoned).
 SIGTERM or SIGINT flush the log and exit. One asyncio loop, no thread per request: thousands of
 concurrent requests cost little CPU.
 """
@@ -43,6 +44,7 @@ class FakeLLM:
         self.in_flight = 0
         self.max_in_flight = 0
         self.failed = 0
+        self.abandoned = 0  # replies whose client was gone when they were ready (not billed)
         self.rng = random.Random(args.seed)
         self.log = open(args.log, "a", buffering=1 << 16) if args.log else None  # noqa: SIM115
         self._solutions: dict[str, str] = {}
@@ -79,6 +81,12 @@ class FakeLLM:
                 n = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(n) if n else b""
                 status, payload = await self.respond(method, path, raw)
+                usage = payload.get("usage") if status == 200 else None
+                if usage is not None:
+                    if reader.at_eof():  # the client went away while we "generated": not billed
+                        self.abandoned += 1
+                        return
+                    self.bill(usage)
                 data = json.dumps(payload).encode()
                 writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
                              f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
@@ -110,12 +118,6 @@ class FakeLLM:
                 return 503, {"error": {"message": "overloaded (scripted)"}}
             usage = {"prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
                      "total_tokens": a.prompt_tokens + a.completion_tokens}
-            self.calls += 1
-            self.prompt_tokens += a.prompt_tokens
-            self.completion_tokens += a.completion_tokens
-            if self.log is not None:  # billed when generated, before the client reads it
-                self.log.write(json.dumps({"seq": seq, "prompt_tokens": a.prompt_tokens,
-                                           "completion_tokens": a.completion_tokens}) + "\n")
             return 200, {"id": f"fake-{seq}", "object": "chat.completion",
                          "model": body.get("model", ""),
                          "choices": [{"index": 0, "finish_reason": "stop",
@@ -125,12 +127,22 @@ class FakeLLM:
         finally:
             self.in_flight -= 1
 
+    def bill(self, usage: dict[str, int]) -> None:
+        """Book a reply about to be sent to a live client (before it is written: a client that
+        dies after this line has been billed, as a real provider would have billed it)."""
+        self.calls += 1
+        self.prompt_tokens += usage["prompt_tokens"]
+        self.completion_tokens += usage["completion_tokens"]
+        if self.log is not None:
+            self.log.write(json.dumps({"seq": self.calls, "prompt_tokens": usage["prompt_tokens"],
+                                       "completion_tokens": usage["completion_tokens"]}) + "\n")
+
     def stats(self) -> dict[str, Any]:
         return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
                 "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
-                "failed": self.failed, "requests": self.seq}
+                "failed": self.failed, "abandoned": self.abandoned, "requests": self.seq}
 
     def close(self) -> None:
         if self.log is not None:

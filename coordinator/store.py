@@ -331,7 +331,7 @@ class Store:
                          call.attempts, orjson.dumps(llm_call_to_json(call)).decode(), time.time()))
         out: list[tuple[LLMCall, bool]] = []
         with self._durable_tx() as db:
-            for row in rows:
+            for row, (_, _, _, call) in zip(rows, items, strict=True):
                 cur = db.execute(
                     "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (run_id, trajectory, turn) DO UPDATE SET provider=excluded.provider, "
@@ -343,9 +343,12 @@ class Store:
                     "latency_s=excluded.latency_s, attempts=excluded.attempts, call=excluded.call, "
                     "created=excluded.created "
                     "WHERE llm_calls.status = 'BUDGET' AND excluded.status != 'BUDGET'", row)
+                if cur.rowcount == 1:  # written: the stored call is this one
+                    out.append((call, True))
+                    continue
                 stored = db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? "
                                     "AND turn=?", (row[0], row[1], row[2])).fetchone()
-                out.append((llm_call_from_json(orjson.loads(stored[0])), cur.rowcount == 1))
+                out.append((llm_call_from_json(orjson.loads(stored[0])), False))
         return out
 
     def add_trajectory_result(self, r: TrajectoryResult) -> bool:

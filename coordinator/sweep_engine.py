@@ -2,20 +2,21 @@
 
 Who does what (one Ray cluster; the driver is the ``kgb sweep run`` process):
 
-* :class:`StoreWriter` — the only writer of the run's SQLite store, pinned to the driver's node.
-  Model calls are group-committed: the calls that arrive while one commit is being fsynced go
-  into the next, so persist-before-use costs one fsync per batch, not per call.
+* :class:`StoreWriter` — writes the run's model calls and results to its SQLite store, pinned to
+  the driver's node. Model calls are group-committed: the calls that arrive while one commit is
+  being fsynced go into the next, so persist-before-use costs one fsync per batch, not per call.
 * :class:`FleetRouter` — the sweep's one :class:`~coordinator.fleet.Fleet` (agents from the spec,
   plus any that register on ``registry_port``), pinned to the driver's node. Before asking an
   agent it looks for a stored verdict from an agent of the same device model and harness
-  version (never evaluate twice); it bounds the evaluations in flight by the fleet's capacity.
+  version (never evaluate twice) and it stores each new verdict before returning it, both on its
+  own connection to the store; it bounds the evaluations in flight by the fleet's capacity.
 * :class:`Generator` — one per model endpoint (so that endpoint's concurrency and rate limits
   hold exactly) and one for the candidate methods; spread over the cluster's nodes. Each runs
   many trajectories as asyncio tasks.
 * the driver (:func:`run_sweep`) — plans, skips what the store says is finished, hands out
   trajectories with at most ``generation_per_endpoint`` in flight per endpoint, takes results in
-  completion order, and feeds metrics and the progress bar. No global state: everything hangs
-  off the objects one call creates.
+  completion order, stores them (batched), and feeds metrics and the progress bar. No global
+  state: everything hangs off the objects one call creates.
 
 Resume: trajectories with a stored result are skipped, except those that ended ``INFRA_ERROR``
 (the system's failure, run again). An unfinished trajectory is started again with the calls
@@ -81,6 +82,7 @@ class Outcome:
     result: TrajectoryResult | None          # None: failed or stopped (resumable)
     calls: tuple[LLMCall, ...] = ()          # calls sent in this process (replayed ones excluded)
     verdicts: tuple[tuple[Verdict, bool], ...] = ()  # (slim verdict, taken from the store)
+    candidates: tuple[tuple[str, str], ...] = ()  # (hash, source) of the result's candidates
     error: str = ""                          # why result is None
     node: str = ""                           # the Ray node that ran it
 
@@ -199,8 +201,6 @@ class StoreWriter:
         self.tokens, self.cost = self._pool.submit(self._store.run_spend, run_id).result()
         self.commits = 0
         self._calls = _Batcher(self._run, self._store.add_llm_calls, self._count_calls)
-        self._results = _Batcher(self._run, self._write_results)
-        self._verdicts = _Batcher(self._run, self._write_verdicts)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -213,32 +213,11 @@ class StoreWriter:
                 self.cost += call.cost_usd
         return [(call, self.tokens, self.cost) for call, _ in out]
 
-    def _write_results(self, items: list[tuple[TrajectoryResult, list[tuple[str, str]]]]) -> list[bool]:
-        candidates = [c for _, cands in items for c in cands]
-        return self._store.add_trajectory_results([r for r, _ in items], candidates)
-
-    def _write_verdicts(self, items: list[Verdict]) -> list[bool]:
-        return [self._store.add_verdict(v) for v in items]
-
     async def add_llm_call(self, run_id: str, key: str, turn: int,
                            call: LLMCall) -> tuple[LLMCall, int, float]:
         """Persist a call (durably); returns the stored call and the run's billed totals."""
         got: tuple[LLMCall, int, float] = await self._calls.submit((run_id, key, turn, call))
         return got
-
-    async def finish(self, result: TrajectoryResult, candidates: list[tuple[str, str]]) -> bool:
-        written: bool = await self._results.submit((result, candidates))
-        return written
-
-    async def add_verdict(self, v: Verdict) -> bool:
-        written: bool = await self._verdicts.submit(v)
-        return written
-
-    async def verdict_for_any(self, operator_id: str, version: int, chash: str,
-                              keys: list[tuple[str, str]]) -> Verdict | None:
-        v: Verdict | None = await self._run(self._store.verdict_for_any, operator_id, version,
-                                            chash, keys)
-        return v
 
     async def add_run(self, config: dict[str, Any]) -> None:
         await self._run(self._store.add_run, self.run_id, config)
@@ -274,11 +253,14 @@ class StoreWriter:
 class FleetRouter:
     """The sweep's fleet; see the module doc."""
 
-    def __init__(self, spec_text: str, spec_source: str, spec_dir: str, writer: Any,
+    def __init__(self, spec_text: str, spec_source: str, spec_dir: str, store_file: str,
                  fleet_config: FleetConfig, eval_timeout_s: float,
                  registry: tuple[str, int] | None) -> None:
         self.spec = parse_spec(spec_text, spec_source, base_dir=spec_dir)
-        self.writer = writer
+        # Verdicts are the router's own table: read and written on its own connection (same
+        # node as the writer; SQLite serialises the two), one thread, off the event loop.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="kgb-verdicts")
+        self._store: Store = self._pool.submit(Store, Path(store_file)).result()
         self.eval_timeout_s = eval_timeout_s
         self.fleet = Fleet(self.spec.agents, fleet_config)
         self._registry_at = registry
@@ -321,8 +303,10 @@ class FleetRouter:
         keys = sorted({(a.device_model, a.harness_version) for a in self.fleet.snapshot().agents
                        if a.state is AgentState.UP and a.matches(platform, device)
                        and a.harness_version})
+        loop = asyncio.get_running_loop()
         if keys:
-            stored = await self.writer.verdict_for_any.remote(spec.id, spec.version, chash, keys)
+            stored = await loop.run_in_executor(self._pool, self._store.verdict_for_any, spec.id,
+                                                spec.version, chash, keys)
             if stored is not None:
                 self.reused += 1
                 return stored, True
@@ -334,8 +318,8 @@ class FleetRouter:
             self._in_flight[platform] -= 1
             self._freed.set()
         v = routed.verdict
-        if v.status is not Status.INFRA_ERROR:
-            await self.writer.add_verdict.remote(v)
+        if v.status is not Status.INFRA_ERROR:  # stored before the trajectory may use it
+            await loop.run_in_executor(self._pool, self._store.add_verdict, v)
             self.evaluated += 1
         return v, False
 
@@ -363,6 +347,8 @@ class FleetRouter:
         if self._registry is not None:
             await self._registry.stop()
         await self.fleet.close()
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._store.close)
+        self._pool.shutdown(wait=True)
 
 
 # -- the generators --------------------------------------------------------------------------------
@@ -521,9 +507,9 @@ class Generator:
     async def _finish(self, p: PlannedTrajectory, result: TrajectoryResult,
                       cands: Sequence[Candidate], seen: list[tuple[Verdict, bool]],
                       sent: tuple[LLMCall, ...]) -> Outcome:
-        await self.writer.finish.remote(result, [(c.candidate_hash, c.source) for c in cands])
+        """The driver stores the result (its calls and verdicts are stored already)."""
         return Outcome(p, result, sent, tuple((_slim_verdict(v), r) for v, r in seen),
-                       node=self.node)
+                       tuple((c.candidate_hash, c.source) for c in cands), node=self.node)
 
     async def close(self) -> None:
         if self.provider is not None:
@@ -644,6 +630,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         str(store_path(options.store_dir)), options.run_id)
     generators: dict[str, list[Any]] = {}
     router = None
+    results: _ResultSink | None = None
     state = "interrupted"
     try:
         await writer.add_run.remote({"kind": "sweep", "spec": options.spec_text,
@@ -654,8 +641,8 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         registry = (None if options.registry_port is None
                     else (options.registry_host, options.registry_port))
         router = ray.remote(FleetRouter).options(max_concurrency=100_000, **pin).remote(
-            options.spec_text, options.spec_source, options.spec_dir, writer, options.fleet,
-            options.eval_timeout_s, registry)
+            options.spec_text, options.spec_source, options.spec_dir,
+            str(store_path(options.store_dir)), options.fleet, options.eval_timeout_s, registry)
         registry_address = await router.start.remote()
         if registry_address:
             log.info("agent registry on %s", registry_address)
@@ -703,6 +690,8 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
             finally:
                 sem.release()
                 progress.in_flight -= 1
+            if outcome.result is not None and results is not None:
+                await results.put(outcome)
             _account(progress, outcome)
             if on_outcome:
                 on_outcome(outcome, progress)
@@ -735,6 +724,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
                 if on_fleet is not None and router is not None:
                     on_fleet(await router.status.remote())
 
+        results = _ResultSink(store_path(options.store_dir))
         watcher = asyncio.get_running_loop().create_task(watch())
         dispatchers = [asyncio.get_running_loop().create_task(dispatch(e, q))
                        for e, q in queues.items()]
@@ -759,6 +749,8 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
             await asyncio.gather(*tasks, return_exceptions=True)
         watcher.cancel()
         stop_wait.cancel()
+        sink, results = results, None
+        await sink.close()
         if on_fleet is not None:
             with contextlib.suppress(Exception):
                 on_fleet(await router.status.remote())
@@ -773,6 +765,9 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         await writer.set_state.remote(state, detail)
         return state, progress
     finally:
+        if results is not None:  # an error on the way: keep what finished
+            with contextlib.suppress(Exception):
+                await results.close()
         for g in _all(generators):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(g.close.remote(), 5)
@@ -787,6 +782,46 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer.close.remote(), 10)
         ray.kill(writer)
+
+
+class _ResultSink:
+    """The driver's writes of finished trajectories (with their candidates' sources): batched,
+    one transaction per batch, on the store's own thread. A result is written after its calls
+    and verdicts, so one lost in a crash is only run again (replayed calls, stored verdicts)."""
+
+    FLUSH_S = 0.2
+
+    def __init__(self, path: Path) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="kgb-results")
+        self._store: Store = self._pool.submit(Store, path).result()
+        self._pending: list[Outcome] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def put(self, outcome: Outcome) -> None:
+        self._pending.append(outcome)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(self.FLUSH_S)
+        await self.flush()
+
+    async def flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            rows = [o.result for o in batch if o.result is not None]
+            cands = [c for o in batch for c in o.candidates]
+            await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._store.add_trajectory_results, rows, cands)
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._store.close)
+        self._pool.shutdown(wait=True)
 
 
 def _all(generators: dict[str, list[Any]]) -> list[Any]:

@@ -267,13 +267,21 @@ def estimate_prompt_tokens(prompt: Prompt) -> int:
     return sum(math.ceil(len(m.content) / 4) + 4 for m in prompt.messages)
 
 
-class _LoopState:
-    """Things bound to one event loop: the HTTP client, the semaphore, the rate buckets."""
+POOL_CONNECTIONS = 32  # connections per HTTP client: httpx's pool costs O(connections) per event
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient,
+
+class _LoopState:
+    """Things bound to one event loop: the HTTP clients, the semaphore, the rate buckets.
+
+    Many concurrent requests are spread over several clients of at most ``POOL_CONNECTIONS``
+    connections each: one httpx pool with a thousand connections spends most of a core scanning
+    itself; small pools keep the cost per request flat."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clients: list[httpx.AsyncClient],
                  config: EndpointConfig) -> None:
         self.loop = loop
-        self.client = client
+        self.clients = clients
+        self.busy = [0] * len(clients)
         self.semaphore = asyncio.Semaphore(config.max_concurrency)
         self.rpm: TokenBucket | None = None
         self.tpm: TokenBucket | None = None
@@ -347,17 +355,19 @@ class Provider(abc.ABC):
             state = None  # the old loop is gone (e.g. a second asyncio.run): start afresh
         if state is None:
             httpx = require_httpx()
-            limits = httpx.Limits(max_connections=self.config.max_concurrency,
-                                  max_keepalive_connections=self.config.max_concurrency)
-            client = httpx.AsyncClient(limits=limits, trust_env=True)
-            state = self._state = _LoopState(loop, client, self.config)
+            n = math.ceil(self.config.max_concurrency / POOL_CONNECTIONS)
+            per = math.ceil(self.config.max_concurrency / n)
+            limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
+            clients = [httpx.AsyncClient(limits=limits, trust_env=True) for _ in range(n)]
+            state = self._state = _LoopState(loop, clients, self.config)
         return state
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the current loop's client."""
         state, self._state = self._state, None
         if state is not None and not state.loop.is_closed():
-            await state.client.aclose()
+            for client in state.clients:
+                await client.aclose()
 
     async def __aenter__(self) -> Provider:
         return self
@@ -403,7 +413,13 @@ class Provider(abc.ABC):
             try:
                 timeout = max(min(self.config.timeout_s, deadline - time.monotonic()), 0.001)
                 sent = time.monotonic()
-                record, reply = await self._send(state.client, n, url, request, model, timeout)
+                i = min(range(len(state.clients)), key=state.busy.__getitem__)  # least busy pool
+                state.busy[i] += 1
+                try:
+                    record, reply = await self._send(state.clients[i], n, url, request, model,
+                                                     timeout)
+                finally:
+                    state.busy[i] -= 1
                 record = _with_latency(record, time.monotonic() - sent)
             finally:
                 state.semaphore.release()
