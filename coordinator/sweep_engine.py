@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = ""  # the generator of candidate methods (reference, replay): no endpoint
 MAX_SHARDS = 8  # generators per endpoint at most (one per Ray node)
+CALL_BATCH_S = 0.02  # a generator's model calls are sent to the store writer in 20 ms batches
 STATE_POLL_S = 2.0
 
 
@@ -213,10 +214,11 @@ class StoreWriter:
                 self.cost += call.cost_usd
         return [(call, self.tokens, self.cost) for call, _ in out]
 
-    async def add_llm_call(self, run_id: str, key: str, turn: int,
-                           call: LLMCall) -> tuple[LLMCall, int, float]:
-        """Persist a call (durably); returns the stored call and the run's billed totals."""
-        got: tuple[LLMCall, int, float] = await self._calls.submit((run_id, key, turn, call))
+    async def add_llm_calls(self, items: list[tuple[str, str, int, LLMCall]]
+                            ) -> list[tuple[LLMCall, int, float]]:
+        """Persist calls (durably); for each, the stored call and the run's billed totals."""
+        got: list[tuple[LLMCall, int, float]] = await asyncio.gather(
+            *(self._calls.submit(item) for item in items))
         return got
 
     async def add_run(self, config: dict[str, Any]) -> None:
@@ -266,7 +268,7 @@ class FleetRouter:
         self._registry_at = registry
         self._registry: Any = None
         self._in_flight: dict[str, int] = {}
-        self._freed = asyncio.Event()
+        self._rooms: dict[str, asyncio.Condition] = {}  # per platform: a slot came free
         self.evaluated = 0
         self.reused = 0
 
@@ -316,7 +318,9 @@ class FleetRouter:
                                                timeout_s=self.eval_timeout_s, candidate_name=label)
         finally:
             self._in_flight[platform] -= 1
-            self._freed.set()
+            room = self._rooms[platform]
+            async with room:
+                room.notify(1)
         v = routed.verdict
         if v.status is not Status.INFRA_ERROR:  # stored before the trajectory may use it
             await loop.run_in_executor(self._pool, self._store.add_verdict, v)
@@ -328,14 +332,16 @@ class FleetRouter:
         waits inside the fleet (where a long wait ends as INFRA_ERROR). With no capacity for
         longer than the fleet's own wait, let it through to fail fast (resumable)."""
         since = time.monotonic()
-        while self._in_flight.get(platform, 0) >= self._limit(platform):
-            if (self._limit(platform) == 0
-                    and time.monotonic() - since > self.fleet.config.wait_for_agent_s):
-                break
-            self._freed.clear()
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(self._freed.wait(), timeout=1.0)
-        self._in_flight[platform] = self._in_flight.get(platform, 0) + 1
+        room = self._rooms.setdefault(platform, asyncio.Condition())
+        async with room:
+            while self._in_flight.get(platform, 0) >= self._limit(platform):
+                if (self._limit(platform) == 0
+                        and time.monotonic() - since > self.fleet.config.wait_for_agent_s):
+                    break
+                # woken by a finished evaluation; re-checked each second as capacity changes
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(room.wait(), timeout=1.0)
+            self._in_flight[platform] = self._in_flight.get(platform, 0) + 1
 
     async def status(self) -> dict[str, Any]:
         snap = self.fleet.snapshot()
@@ -354,12 +360,52 @@ class FleetRouter:
 # -- the generators --------------------------------------------------------------------------------
 
 
+class _RemoteBatch:
+    """Calls to one actor method that arrive within ``window_s`` of each other go as one list:
+    with a thousand trajectories in flight, one Ray call carries several model calls."""
+
+    def __init__(self, method: Any, window_s: float) -> None:
+        self.method = method
+        self.window_s = window_s
+        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, item: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((item, fut))
+        if self._timer is None:
+            self._timer = loop.call_later(self.window_s, self._send)
+        return await fut
+
+    def _send(self) -> None:
+        self._timer = None
+        batch, self._pending = self._pending, []
+        task = asyncio.get_running_loop().create_task(self._go(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _go(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        try:
+            out = await self.method.remote([item for item, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the actor's error
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (_, fut), value in zip(batch, out, strict=True):
+            if not fut.done():
+                fut.set_result(value)
+
+
 class _RemoteCalls:
     """A trajectory's :class:`~coordinator.recorded_provider.CallLog` over the store writer,
     with the turns the store already holds for it (a resume) handed over up front."""
 
-    def __init__(self, writer: Any, stored: dict[int, LLMCall], budget: Budget | None) -> None:
-        self.writer = writer
+    def __init__(self, writes: _RemoteBatch, stored: dict[int, LLMCall],
+                 budget: Budget | None) -> None:
+        self.writes = writes
         self.stored = stored
         self.budget = budget
 
@@ -368,8 +414,7 @@ class _RemoteCalls:
 
     async def add_llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int,
                            call: LLMCall) -> LLMCall:
-        stored, tokens, cost = await self.writer.add_llm_call.remote(run_id, str(trajectory), turn,
-                                                                      call)
+        stored, tokens, cost = await self.writes.submit((run_id, str(trajectory), turn, call))
         self.stored[turn] = stored
         if self.budget is not None:
             self.budget.observe(tokens, cost)  # the sweep's totals, from every generator
@@ -436,6 +481,7 @@ class Generator:
                              else None)
         self.draining = False
         self.calls_on_wire = 0
+        self.call_writes = _RemoteBatch(writer.add_llm_calls, CALL_BATCH_S)
         self.node = ray.get_runtime_context().get_node_id()
 
     def observe_spend(self, tokens: int, cost: float) -> None:
@@ -478,7 +524,7 @@ class Generator:
             return await self._finish(p, result, [cand], evaluator.seen, ())
         assert isinstance(method, TrajectoryMethod) and self.provider is not None
         model = self.spec.model(p.model)
-        log_ = _RemoteCalls(self.writer, dict(stored), self.sweep_budget)
+        log_ = _RemoteCalls(self.call_writes, dict(stored), self.sweep_budget)
         rp = _SweepProvider(self, log_, self.provider, log_, self.run_id, key)
         b = self.spec.budgets
         ctx = TrajectoryContext(
