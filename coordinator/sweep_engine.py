@@ -711,15 +711,23 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
             queues.setdefault(_endpoint_of(spec, p), []).append(p)
         # An endpoint's trajectories run on one generator per node (up to MAX_SHARDS), each with
         # its share of the endpoint's limits; the candidate methods need one.
-        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        # Placed round-robin over the alive nodes (soft: a node that is gone is skipped).
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")) or [""]
+        placed = 0
         for endpoint in queues:
-            shards = 1 if endpoint == CANDIDATES else max(1, min(nodes, MAX_SHARDS))
-            generators[endpoint] = [
-                ray.remote(Generator).options(
-                    max_concurrency=100_000, num_cpus=0, scheduling_strategy="SPREAD").remote(
+            shards = 1 if endpoint == CANDIDATES else max(1, min(len(nodes), MAX_SHARDS))
+            generators[endpoint] = []
+            for _ in range(shards):
+                node = nodes[placed % len(nodes)]
+                placed += 1
+                where: Any = (NodeAffinitySchedulingStrategy(node_id=node, soft=True) if node
+                              else "SPREAD")
+                generators[endpoint].append(ray.remote(Generator).options(
+                    max_concurrency=100_000, num_cpus=0, scheduling_strategy=where).remote(
                     options.spec_text, options.spec_source, options.spec_dir, options.run_id,
-                    endpoint, writer, router, shards)
-                for _ in range(shards)]
+                    endpoint, writer, router, shards))
         for g in _all(generators):
             await g.observe_spend.remote(tokens0, cost0)
         if on_progress:
