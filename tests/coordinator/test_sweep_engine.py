@@ -181,9 +181,11 @@ def test_a_killed_coordinator_resumes_without_resending_or_reevaluating(
 @pytest.mark.parametrize("how", ["ctrl-c", "cancel"])
 def test_stopping_waits_for_calls_on_the_wire_and_resume_completes_with_exact_books(
         how: str, two_agents: list[str], tmp_path: Path) -> None:
-    with fake_llm(tmp_path, "--latency-s", "1.5") as llm:
+    # 24 trajectories, 3 at a time, 3 s each: about 24 s of work, so a cancel sent after the
+    # fourth result (a new process, then the coordinator's 2 s poll) lands well before the end
+    with fake_llm(tmp_path, "--latency-s", "3.0") as llm:
         spec_path = write_spec(tmp_path / "s.toml", f"stop-{how}", llm, two_agents, samples=12,
-                               concurrency=4)
+                               concurrency=3)
         store_dir = load_spec(spec_path).store
         run = f"stop-{how}"
         proc = kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")
