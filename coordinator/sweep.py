@@ -8,7 +8,6 @@ idempotent upsert, and a verdict already stored for the same key is reused, neve
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -17,8 +16,8 @@ from typing import Any
 
 import ray
 
-from coordinator.local_agent import with_repo_on_path
 from coordinator.store import Store
+from coordinator.sweep_engine import init_ray as init_ray  # one way to start Ray
 from protos.records import AgentDescription, EvalRequest, Status, Verdict
 
 EVAL_TIMEOUT_S = 900.0
@@ -64,23 +63,6 @@ class ResultEvent:
     verdict: Verdict | None  # None: infrastructure failure after all retries
     reused: bool
     error: str = ""
-
-
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Start Ray locally on loopback without auth (or join ``address``)."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if ray.is_initialized():
-        return
-    pythonpath = with_repo_on_path(os.environ.get("PYTHONPATH"))
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                              "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath,
-                                                           "RAY_AUTH_MODE": "disabled"}}}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
 
 
 @ray.remote  # type: ignore[untyped-decorator]

@@ -101,7 +101,6 @@ class SweepProgress:
     tokens: int = 0           # billed by calls sent by this process
     cost_usd: float = 0.0
     calls_sent: int = 0
-    calls_replayed: int = 0
     in_flight: int = 0
     evaluations: int = 0
     verdicts_reused: int = 0
@@ -153,6 +152,17 @@ def _slim_verdict(v: Verdict) -> Verdict:
 # -- the store writer ------------------------------------------------------------------------------
 
 
+def _settle(batch: list[tuple[Any, asyncio.Future[Any]]], out: Sequence[Any] = (), *,
+            error: BaseException | None = None) -> None:
+    """Hand each waiter of a batch its result (in order), or all of them the batch's error."""
+    for i, (_, fut) in enumerate(batch):
+        if not fut.done():
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(out[i])
+
+
 class _Batcher:
     """Collects items and applies ``fn(batch)`` to everything that arrived meanwhile, on the
     store's thread: one transaction (one fsync for calls) per batch."""
@@ -181,13 +191,9 @@ class _Batcher:
                     if self._after is not None:
                         out = self._after(items, out)
                 except Exception as exc:  # noqa: BLE001 - every waiter gets the store's error
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(exc)
+                    _settle(batch, error=exc)
                     continue
-                for (_, fut), value in zip(batch, out, strict=True):
-                    if not fut.done():
-                        fut.set_result(value)
+                _settle(batch, out)
         finally:
             self._busy = False
 
@@ -390,13 +396,9 @@ class _RemoteBatch:
         try:
             out = await self.method.remote([item for item, _ in batch])
         except Exception as exc:  # noqa: BLE001 - every waiter gets the actor's error
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
+            _settle(batch, error=exc)
             return
-        for (_, fut), value in zip(batch, out, strict=True):
-            if not fut.done():
-                fut.set_result(value)
+        _settle(batch, out)
 
 
 class _RemoteCalls:
