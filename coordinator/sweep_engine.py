@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = ""  # the generator of candidate methods (reference, replay): no endpoint
 MAX_SHARDS = 8  # generators per endpoint at most (one per Ray node)
+GENERATOR_START_S = 120.0  # a generator pinned to a node must start within this
 CALL_BATCH_S = 0.02  # a generator's model calls are sent to the store writer in 20 ms batches
 STATE_POLL_S = 2.0
 
@@ -713,25 +714,19 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
             queues.setdefault(_endpoint_of(spec, p), []).append(p)
         # An endpoint's trajectories run on one generator per node (up to MAX_SHARDS), each with
         # its share of the endpoint's limits; the candidate methods need one.
-        # Placed round-robin over the alive nodes (soft: a node that is gone is skipped).
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")) or [""]
+        nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n.get("Alive"))
+        starts: dict[str, list[Any]] = {}
         placed = 0
         for endpoint in queues:
             shards = 1 if endpoint == CANDIDATES else max(1, min(len(nodes), MAX_SHARDS))
-            generators[endpoint] = []
+            starts[endpoint] = []
             for _ in range(shards):
-                node = nodes[placed % len(nodes)]
+                node = nodes[placed % len(nodes)] if nodes else ""
                 placed += 1
-                where: Any = (NodeAffinitySchedulingStrategy(node_id=node, soft=True) if node
-                              else "SPREAD")
-                generators[endpoint].append(ray.remote(Generator).options(
-                    max_concurrency=100_000, num_cpus=0, scheduling_strategy=where).remote(
-                    options.spec_text, options.spec_source, options.spec_dir, options.run_id,
-                    endpoint, writer, router, shards))
-        for g in _all(generators):
-            await g.observe_spend.remote(tokens0, cost0)
+                starts[endpoint].append(_start_generator(
+                    options, endpoint, writer, router, shards, node, tokens0, cost0))
+        for endpoint, coros in starts.items():
+            generators[endpoint] = list(await asyncio.gather(*coros))
         if on_progress:
             on_progress(progress)
 
@@ -878,6 +873,32 @@ class _ResultSink:
         await self.flush()
         await asyncio.get_running_loop().run_in_executor(self._pool, self._store.close)
         self._pool.shutdown(wait=True)
+
+
+async def _start_generator(options: SweepOptions, endpoint: str, writer: Any, router: Any,
+                           shards: int, node: str, tokens: int, cost: float) -> Any:
+    """A Generator actor pinned to ``node`` (round-robin placement over the nodes alive at the
+    start), told what the run has spent so far. Pinned hard: a soft pin falls back to the
+    driver's node whenever the head's view of the other node lags, which put every generator on
+    one node in CI. If the node has gone meanwhile, the generator goes wherever Ray puts it."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def start(where: Any) -> Any:
+        return ray.remote(Generator).options(
+            max_concurrency=100_000, num_cpus=0, scheduling_strategy=where).remote(
+            options.spec_text, options.spec_source, options.spec_dir, options.run_id,
+            endpoint, writer, router, shards)
+
+    if node:
+        g = start(NodeAffinitySchedulingStrategy(node_id=node, soft=False))
+        try:
+            await asyncio.wait_for(g.observe_spend.remote(tokens, cost), GENERATOR_START_S)
+            return g
+        except (ray.exceptions.RayError, asyncio.TimeoutError, TimeoutError):
+            ray.kill(g)
+    g = start("DEFAULT")
+    await g.observe_spend.remote(tokens, cost)
+    return g
 
 
 def _all(generators: dict[str, list[Any]]) -> list[Any]:
