@@ -37,7 +37,8 @@ from device_agent.device_gate import DeviceGate
 from device_agent.layers import LAYERS as _LAYER_DOCS
 from device_agent.platforms import Platform
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
-from operators.checking import compare, same_bits
+from operators.checking import Layout, check, same_bits
+from operators.invoke import from_wire
 from operators.spec import Call, Expected, Kind, OperatorSpec, Tier
 from protos.records import (
     CaseResult,
@@ -593,10 +594,10 @@ class Evaluator:
         if "ghost" not in self.layers or not isinstance(ghost, list):
             return ()
         expected = p.expected[i]
-        if len(ghost) != len(expected):
+        if len(ghost) != len(expected) or not all(e.by_value for e in expected):
             return ()
         for got, exp in zip(ghost, expected, strict=True):
-            if compare(got, exp, p.spec.tolerance(p.case_objs[i], exp.dtype)) is not None:
+            if check(from_wire(got), exp, p.spec.tolerance(p.case_objs[i], exp.dtype)) is not None:
                 return ()
         return (Finding(
             "ghost", "right-without-kernels",
@@ -613,14 +614,15 @@ class Evaluator:
                            f"case {name}: the candidate failed when run a second time on the "
                            "same inputs")
         for o, a, b, exp in zip(p.calls[i].outputs, first, second, p.expected[i], strict=True):
-            if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) \
+                    or not exp.by_value:
                 continue
             if p.spec.bitwise_deterministic:
                 same = a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
                 detail = "bitwise equality required"
             else:
                 run1 = Expected(a.detach().cpu().to(exp.value.dtype), exp.dtype, exp.scale)
-                m = compare(b, run1, p.spec.tolerance(p.case_objs[i], exp.dtype))
+                m = check(b, run1, p.spec.tolerance(p.case_objs[i], exp.dtype))
                 same = m is None
                 detail = m.summary if m is not None else ""
             if not same:
@@ -641,7 +643,7 @@ class Evaluator:
                            f"case {name}: the candidate failed when called again on the same "
                            "buffers with new contents")
         for o, out, exp in zip(alt.outputs, got, expected, strict=True):
-            m = compare(out, exp, p.spec.tolerance(p.case_objs[i], exp.dtype))
+            m = check(from_wire(out), exp, p.spec.tolerance(p.case_objs[i], exp.dtype))
             if m is not None:
                 return Finding("replay", "stale-result",
                                f"case {name}: called again on the same buffers refilled with new "
@@ -655,12 +657,21 @@ class Evaluator:
         if not isinstance(outs, list) or len(outs) != len(expected):
             return CaseResult(name, False, p.hidden[i], "worker returned the wrong number of outputs")
         case = p.case_objs[i]
-        for o, got, exp in zip(call.outputs, outs, expected, strict=True):
+        shared = msg.get("layouts")
+        if not isinstance(shared, list) or len(shared) != len(expected):
+            shared = [None] * len(expected)
+        for o, got, exp, lay in zip(call.outputs, outs, expected, shared, strict=True):
+            got = from_wire(got)
             if isinstance(got, dict):
                 return CaseResult(name, False, p.hidden[i],
                                   f"{o.describe()}: expected a torch.Tensor, got "
                                   f"{got.get('not_a_tensor')} ({got.get('repr', '')})")
-            m = compare(got, exp, p.spec.tolerance(case, exp.dtype))
+            layout = _layout(lay)
+            if layout is None and exp.view_of is not None and isinstance(got, torch.Tensor) \
+                    and got.numel() > 0:
+                return CaseResult(name, False, p.hidden[i],
+                                  f"{o.describe()}: the worker did not say where it lives")
+            m = check(got, exp, p.spec.tolerance(case, exp.dtype), layout)
             if m is not None:
                 return CaseResult(name, False, p.hidden[i], f"{o.describe()}: {m.summary}"[:1500],
                                   max_abs_error=m.max_abs_error, bad_elements=m.bad,
@@ -761,7 +772,7 @@ class Evaluator:
             if not isinstance(outputs, list) or len(outputs) != len(expected):
                 return f"{case.name}: no outputs came back from the call after timing"
             for o, got, exp in zip(call.outputs, outputs, expected, strict=True):
-                m = compare(got, exp, spec.tolerance(case, exp.dtype))
+                m = check(from_wire(got), exp, spec.tolerance(case, exp.dtype))
                 if m is not None:
                     return (f"{case.name}: after timing, {o.describe()} differs from the "
                             f"reference: {m.summary}")[:1500]
@@ -830,7 +841,7 @@ def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expe
     original value). Only such cases can show that the answer came from the kernels."""
     from operators.checking import poison_value
 
-    if not expected:
+    if not expected or not all(e.by_value and e.python is None for e in expected):
         return False
     args = dict(call.tensor_args())
     for o, exp in zip(call.outputs, expected, strict=True):
@@ -839,9 +850,17 @@ def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expe
         untouched = args.get(o.key) if o.where == "arg" and o.key in call.mutable else None
         if untouched is None:
             untouched = torch.full(tuple(exp.value.shape), poison_value(exp.dtype), dtype=exp.dtype)
-        if compare(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
+        if check(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
             return False
     return True
+
+
+def _layout(wire: Any) -> Layout | None:
+    """The worker's ``[view_of, offset]`` for one output (None: not a tensor, or unknown)."""
+    if not (isinstance(wire, list) and len(wire) == 2 and isinstance(wire[1], int)
+            and (wire[0] is None or isinstance(wire[0], int | str))):
+        return None
+    return Layout(wire[0], wire[1])
 
 
 def _entry_bytes(entry: list[tuple[Any, Call, tuple[Expected, ...]]]) -> int:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from operators.invoke import collect, invoke, prepare
+from operators.invoke import collect, invoke, prepare, wire_output
 from operators.spec import Call, Case, OperatorSpec
 
 MIN_SAMPLES = 10
@@ -323,7 +323,7 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
     recheck = prepare(cpu_sets[0], device)
     result = invoke(fn, recheck)
     timer.sync()
-    outputs = [o.detach() if type(o) is torch.Tensor else None for o in collect(recheck, result)]
+    outputs = [wire_output(o) for o in collect(recheck, result)]
 
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)

@@ -88,12 +88,10 @@ def _raised_in_triton_compiler(exc: BaseException) -> bool:
 
 
 def _output(value: Any) -> Any:
-    """What travels back for one checked output: the tensor itself (plain Tensor only)."""
-    import torch
+    """What travels back for one checked output: a plain tensor, a Python number, or a note."""
+    from operators.invoke import wire_output
 
-    if type(value) is torch.Tensor:
-        return value.detach()
-    return {"not_a_tensor": type(value).__name__, "repr": repr(value)[:200]}
+    return wire_output(value)
 
 
 def _call_from_wire(w: dict[str, Any]) -> Any:
@@ -166,7 +164,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     import torch
 
     import operators
-    from operators.invoke import collect, invoke, prepare, synchronize
+    from operators.invoke import collect, invoke, layouts, prepare, synchronize
 
     device = platform.torch_device
     spec = operators.get(job["operator_id"])
@@ -237,10 +235,13 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
         elapsed = time.perf_counter() - t0
-        outs = [_output(o) for o in collect(dev_call, result)]
+        produced = collect(dev_call, result)
+        outs = [_output(o) for o in produced]
+        shared = [None if lay is None else [lay.view_of, lay.offset]
+                  for lay in layouts(dev_call, produced)]
         post = {str(k): v.detach() for k, v in dev_call.tensor_args()}
         reply: dict[str, Any] = {
-            "type": "case", "index": i, "outputs": outs, "post_inputs": post,
+            "type": "case", "index": i, "outputs": outs, "layouts": shared, "post_inputs": post,
             "seconds": elapsed, "own_launches": own_launches,
             "guard": sorted(guard.violations) if guard is not None else [],
             "integrity": tampering()}

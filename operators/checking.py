@@ -7,6 +7,7 @@ Pure functions on CPU tensors, shared by the device agent (which checks every ca
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -79,6 +80,98 @@ def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | No
     max_err = float(err[finite & ~a_nan & ~a_inf].max()) if bool((finite & ~a_nan & ~a_inf).any()) else None
     m = _summarize(bad, act, exp, total, f"tolerance atol={tol.atol:.3g} rtol={tol.rtol:.3g}{extra}")
     return None if m is None else Mismatch(m.summary, m.bad, m.total, max_err)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a tensor output lives relative to the call's arguments: the argument whose storage
+    it shares (None: its own storage) and its element offset from that argument's start."""
+
+    view_of: int | str | None = None
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class PyNumber:
+    """A Python scalar output (what ``Tensor.item()`` returns), as it travels from a worker:
+    its type name and ``repr`` (so NaN and inf survive JSON)."""
+
+    kind: str  # "bool" | "int" | "float" | "complex"
+    text: str
+
+    _PARSE = {"bool": lambda t: t == "True", "int": int, "float": float, "complex": complex}
+
+    @staticmethod
+    def of(value: Any) -> PyNumber | None:
+        """The PyNumber for a plain Python bool/int/float/complex (subclasses are not)."""
+        kind = {bool: "bool", int: "int", float: "float", complex: "complex"}.get(type(value))
+        return None if kind is None else PyNumber(kind, repr(value))
+
+    def value(self) -> bool | int | float | complex:
+        parse: Any = self._PARSE.get(self.kind)
+        if parse is None:
+            raise ValueError(f"not a Python number type: {self.kind!r}")
+        result: bool | int | float | complex = parse(self.text)
+        return result
+
+
+def check(actual: object, expected: Expected, tol: Tolerance,
+          layout: Layout | None = None) -> Mismatch | None:
+    """Everything an output must be: a Python number or a plain tensor as the reference says;
+    aliasing and strides where the reference asks for them (``layout`` is what the harness saw
+    next to the arguments; None skips the aliasing checks); then its values by ``compare``, by a
+    distribution test, or not at all when they are undefined."""
+    if expected.python is not None:
+        number = actual if isinstance(actual, PyNumber) else PyNumber.of(actual)
+        if number is None:
+            got = "a tensor" if isinstance(actual, torch.Tensor) else type(actual).__name__
+            return Mismatch(f"expected a Python {expected.python} (as Tensor.item() returns), "
+                            f"got {got}")
+        if number.kind != expected.python:
+            return Mismatch(f"expected a Python {expected.python}, got a Python {number.kind}")
+        try:
+            v = number.value()
+        except ValueError as exc:
+            return Mismatch(str(exc))
+        return compare(torch.tensor(v, dtype=expected.dtype), expected, tol)
+    if isinstance(actual, PyNumber):
+        return Mismatch(f"expected a torch.Tensor, got a Python {actual.kind}")
+    if not isinstance(actual, torch.Tensor) or type(actual) is not torch.Tensor:
+        return Mismatch(f"expected a torch.Tensor, got {type(actual).__name__}")
+    if actual.dtype != expected.dtype:
+        return Mismatch(f"wrong dtype: got {dtype_name(actual.dtype)}, "
+                        f"expected {dtype_name(expected.dtype)}")
+    if tuple(actual.shape) != tuple(expected.value.shape):
+        return Mismatch(f"wrong shape: got {tuple(actual.shape)}, "
+                        f"expected {tuple(expected.value.shape)}")
+    if expected.strides is not None and actual.numel() > 1:
+        want = [st for d, st in zip(actual.shape, expected.strides, strict=True) if d > 1]
+        got_s = [st for d, st in zip(actual.shape, actual.stride(), strict=True) if d > 1]
+        if want != got_s:
+            return Mismatch(f"wrong strides: got {tuple(actual.stride())}, expected "
+                            f"{expected.strides} (dims of size 1 not compared)")
+    if layout is not None:
+        where = _describe_key(expected.view_of)
+        if expected.view_of is not None and layout.view_of != expected.view_of:
+            return Mismatch(f"must be a view of {where} (share its storage), but "
+                            + ("is a new tensor" if layout.view_of is None
+                               else f"shares the storage of {_describe_key(layout.view_of)}"))
+        if expected.view_of is not None and layout.offset != expected.offset:
+            return Mismatch(f"a view of {where} at the wrong place: storage offset "
+                            f"{layout.offset}, expected {expected.offset}")
+        if expected.view_of is None and layout.view_of is not None:
+            return Mismatch(f"shares the storage of {_describe_key(layout.view_of)}; a new "
+                            "tensor is expected (writing to one would change the other)")
+    if expected.judge is not None:
+        why = expected.judge(actual.detach().cpu())
+        return None if why is None else Mismatch(why, actual.numel(), actual.numel())
+    if not expected.values:
+        return None
+    return compare(actual, expected, tol)
+
+
+def _describe_key(key: int | str | None) -> str:
+    return f"argument {key!r}" if isinstance(key, str) else f"argument {key}"
 
 
 def _summarize(bad: torch.Tensor, act: torch.Tensor, exp: torch.Tensor, total: int,

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from operators.checking import poison_value
+from operators.checking import Layout, PyNumber, poison_value
 from operators.spec import Call, Out
 
 
@@ -64,6 +64,46 @@ def collect(call: Call, result: Any) -> list[Any]:
     for o in call.outputs:
         outs.append(pick(o, call, result))
     return outs
+
+
+def layouts(call: Call, outputs: list[Any]) -> list[Layout | None]:
+    """For each output tensor, the read-only or mutable argument whose storage it shares (and at
+    which element offset from that argument's own), so view ops can be checked for aliasing and
+    copies for not aliasing. Empty outputs and non-tensors get None (nothing to share)."""
+    args = [(k, t) for k, t in call.tensor_args() if t.untyped_storage().nbytes() > 0]
+    found: list[Layout | None] = []
+    for o, out in zip(call.outputs, outputs, strict=True):
+        if not isinstance(out, torch.Tensor) or out.numel() == 0:
+            found.append(None)
+            continue
+        ptr = out.untyped_storage().data_ptr()
+        layout = Layout()
+        if o.where != "arg":  # an in-place or out= output *is* its argument
+            for key, t in args:
+                if t.untyped_storage().data_ptr() == ptr:
+                    layout = Layout(key, out.storage_offset() - t.storage_offset())
+                    break
+        found.append(layout)
+    return found
+
+
+def wire_output(value: Any) -> Any:
+    """An output as it may travel from a worker: a plain tensor, a :class:`PyNumber`'s fields
+    for a Python scalar, else a description of what it was."""
+    if type(value) is torch.Tensor:
+        return value.detach()
+    number = PyNumber.of(value)
+    if number is not None:
+        return {"py": number.kind, "text": number.text}
+    return {"not_a_tensor": type(value).__name__, "repr": repr(value)[:200]}
+
+
+def from_wire(value: Any) -> Any:
+    """The agent's view of a :func:`wire_output`: a tensor, a PyNumber, or the description."""
+    if isinstance(value, dict) and isinstance(value.get("py"), str) \
+            and isinstance(value.get("text"), str):
+        return PyNumber(value["py"], value["text"][:100])
+    return value
 
 
 def pick(o: Out, call: Call, result: Any) -> Any:

@@ -165,11 +165,36 @@ class Expected:
     bools. ``dtype`` is the dtype the candidate must produce. ``scale`` is the conditioning of each
     element — for sums and dot products the sum of absolute terms — so tolerances follow the
     problem's error bound instead of a blanket allowance; None means ``abs(value)``.
+
+    What else an output may have to be, beyond its values:
+
+    - ``strides``: the strides PyTorch gives it (dims of size 1 are not compared) — for views,
+      ``clone(memory_format=...)``, ``empty_strided``.
+    - ``view_of``: the argument (positional index or keyword) whose storage it must share, at
+      ``offset`` elements from that argument's own storage offset — for view and alias ops. An
+      output with ``view_of`` None must *not* share storage with a read-only argument.
+    - ``values=False``: its values are undefined (``empty_strided``); only dtype, shape and
+      strides are checked.
+    - ``python``: the output is a Python number of this type (``"bool"``, ``"int"``,
+      ``"float"``, ``"complex"``), as ``Tensor.item()`` returns; ``value`` is it as a 0-d tensor.
+    - ``judge``: a random op's output is judged by a distribution test instead of by value
+      (see :mod:`operators.distributions`); it returns why the sample fails, or None.
     """
 
     value: torch.Tensor
     dtype: torch.dtype
     scale: torch.Tensor | None = None
+    strides: tuple[int, ...] | None = None
+    view_of: int | str | None = None
+    offset: int = 0
+    values: bool = True
+    python: str | None = None
+    judge: Any = None  # Callable[[torch.Tensor], str | None]
+
+    @property
+    def by_value(self) -> bool:
+        """Whether the output's values are compared with ``value`` (not undefined, not random)."""
+        return self.values and self.judge is None
 
 
 @dataclass(frozen=True)

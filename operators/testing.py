@@ -19,8 +19,8 @@ from types import ModuleType
 
 import torch
 
-from operators.checking import Mismatch, compare, same_bits
-from operators.invoke import collect, invoke, prepare, synchronize
+from operators.checking import Mismatch, check, same_bits
+from operators.invoke import collect, invoke, layouts, prepare, synchronize
 from operators.spec import Case, OperatorSpec, Tier
 
 
@@ -72,8 +72,9 @@ def run_cases(spec: OperatorSpec, source: str, *, tier: Tier = Tier.CPU, seed: i
             continue
         outs = collect(dev_call, result)
         mismatch = None
-        for o, got, exp in zip(call.outputs, outs, expected, strict=True):
-            m = compare(got, exp, spec.tolerance(c, exp.dtype))
+        for o, got, exp, lay in zip(call.outputs, outs, expected, layouts(dev_call, outs),
+                                    strict=True):
+            m = check(got, exp, spec.tolerance(c, exp.dtype), lay)
             if m is not None:
                 mismatch = Mismatch(f"{o.describe()}: {m.summary}", m.bad, m.total, m.max_abs_error)
                 break

@@ -79,3 +79,78 @@ def test_poison_values_and_same_bits() -> None:
     assert same_bits(a, a.clone())
     assert not same_bits(a, torch.tensor([1.0, 2.0]))
     assert same_bits(torch.tensor(3.0), torch.tensor(3.0))
+
+
+# ---- check(): what an output must be beyond its values ---------------------------------------
+
+from operators.checking import Layout, PyNumber, check  # noqa: E402
+from operators.invoke import from_wire, layouts, wire_output  # noqa: E402
+from operators.spec import Call, Out  # noqa: E402
+
+EXACT = Tolerance(0.0, 0.0)
+
+
+def test_a_view_must_share_the_arguments_storage_at_the_right_offset() -> None:
+    x = torch.arange(12.0).reshape(3, 4)
+    call = Call("narrow", (x, 1, 1, 2))
+    view = x.narrow(1, 1, 2)
+    copy = torch.empty_strided(view.shape, view.stride())  # same strides, own storage
+    copy.copy_(view)
+    exp = Expected(view.double(), torch.float32, strides=view.stride(), view_of=0, offset=1)
+    [lay] = layouts(call, [view])
+    assert lay == Layout(0, 1) and check(view, exp, EXACT, lay) is None
+    [lay_copy] = layouts(call, [copy])
+    m = check(copy, exp, EXACT, lay_copy)
+    assert m is not None and "must be a view of argument 0" in m.summary
+    wrong = x.narrow(1, 0, 2)
+    m = check(wrong, exp, EXACT, layouts(call, [wrong])[0])
+    assert m is not None  # wrong values (and offset)
+
+
+def test_a_new_tensor_must_not_alias_a_read_only_argument() -> None:
+    x = torch.arange(6.0)
+    call = Call("clone", (x,))
+    exp = Expected(x.double(), torch.float32)
+    m = check(x, exp, EXACT, layouts(call, [x])[0])
+    assert m is not None and "a new tensor is expected" in m.summary
+    y = x.clone()
+    assert check(y, exp, EXACT, layouts(call, [y])[0]) is None
+    # an in-place output is its argument: no aliasing complaint
+    inplace = Call("zero_", (x,), outputs=(Out.arg(0),), mutable=frozenset({0}))
+    assert layouts(inplace, [x]) == [Layout()]
+
+
+def test_strides_are_compared_except_on_size_one_dims() -> None:
+    t = torch.empty_strided((2, 1, 3), (3, 99, 1))
+    exp = Expected(torch.zeros(2, 1, 3, dtype=torch.float64), torch.float32, strides=(3, 3, 1),
+                   values=False)
+    assert check(t, exp, EXACT) is None  # values undefined, stride of the size-1 dim ignored
+    tt = torch.empty_strided((2, 1, 3), (1, 1, 2))
+    m = check(tt, exp, EXACT)
+    assert m is not None and "wrong strides" in m.summary
+
+
+def test_python_numbers_travel_and_are_checked_by_type_and_value() -> None:
+    exp = Expected(torch.tensor(2.5, dtype=torch.float64), torch.float64, python="float")
+    assert check(2.5, exp, EXACT) is None
+    wire = from_wire(wire_output(2.5))
+    assert wire == PyNumber("float", "2.5") and check(wire, exp, EXACT) is None
+    assert check(from_wire(wire_output(float("nan"))), exp, EXACT) is not None
+    m = check(torch.tensor(2.5), exp, EXACT)
+    assert m is not None and "got a tensor" in m.summary
+    m = check(2, exp, EXACT)
+    assert m is not None and "got a Python int" in m.summary
+    nan_exp = Expected(torch.tensor(math.nan, dtype=torch.float64), torch.float64, python="float")
+    assert check(from_wire(wire_output(math.nan)), nan_exp, EXACT) is None
+    assert check(True, Expected(torch.tensor(True), torch.bool, python="bool"), EXACT) is None
+
+
+def test_a_judge_replaces_the_value_comparison() -> None:
+    def only_zeros_and_ones(t: torch.Tensor) -> str | None:
+        return None if bool(((t == 0) | (t == 1)).all()) else "values other than 0 and 1"
+
+    exp = Expected(torch.zeros(4, dtype=torch.float64), torch.float32, judge=only_zeros_and_ones)
+    assert not exp.by_value
+    assert check(torch.tensor([0.0, 1.0, 1.0, 0.0]), exp, EXACT) is None
+    m = check(torch.tensor([0.0, 2.0, 1.0, 0.0]), exp, EXACT)
+    assert m is not None and "other than" in m.summary
