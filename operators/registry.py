@@ -77,6 +77,11 @@ def register(op_id: str, *, version: int, kind: Kind | str) -> Callable[[S], S]:
     return deco
 
 
+# Views and scalar reads move no data: their answers are sizes, strides and offsets (or one
+# element read back), so they need no kernel and have nothing worth timing (docs/suite.md).
+METADATA_KINDS = frozenset({Kind.VIEW, Kind.SCALAR})
+
+
 def _validate(spec: OperatorSpec) -> None:
     def fail(msg: str) -> None:
         raise SpecError(f"{spec.id}: {msg}")
@@ -99,7 +104,7 @@ def _validate(spec: OperatorSpec) -> None:
             ast.parse(src)
         except SyntaxError as exc:
             fail(f"{label} does not parse: {exc}")
-        if "@triton.jit" not in src:
+        if "@triton.jit" not in src and spec.kind not in METADATA_KINDS:
             fail(f"{label} has no @triton.jit kernel")
     if not spec.negatives:
         fail("ships no negative control")
@@ -111,7 +116,7 @@ def _validate(spec: OperatorSpec) -> None:
     if not any(c.cpu for c in cases):
         fail("has no cpu-tier case")
     bench = list(spec.benchmark_cases())
-    if not bench:
+    if not bench and spec.kind not in METADATA_KINDS:
         fail("has no benchmark cases")
     for c in cases + bench:
         if c.entry not in names:

@@ -5,7 +5,6 @@ and template versions re-render exactly."""
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from generators.prompts import (  # noqa: E402
     latest_template,
     template_ids,
 )
+from generators.prompts.aten import torch_doc  # noqa: E402
 from operators.spec import EntryPoint, Kind, OperatorSpec, Source  # noqa: E402
 
 PLATFORMS = ("cuda", "cpu")
@@ -102,9 +102,14 @@ def test_aten_prompt_has_torch_schemas(spec: OperatorSpec) -> None:
         assert overload in packet.overloads(), f"{e.name}: torch has no overload {op}.{overload}"
         schema = str(getattr(packet, overload)._schema)
         assert f"ATen schema: `{schema}`" in text
-    doc = inspect.cleandoc(getattr(torch, op).__doc__)
-    first_line = doc.strip().split("\n")[0]
-    assert first_line in text
+    # torch's docstring where torch has one (torch.X, Tensor.X, F.X …), else the prompt says so
+    found = torch_doc(op)
+    if found is None:
+        assert f"PyTorch has no Python docstring for `{op}`" in text
+    else:
+        where, doc = found
+        assert f"PyTorch's documentation of `{where}`" in text
+        assert doc.strip().split("\n")[0] in text
 
 
 def test_aten_docstring_is_trimmed_before_examples() -> None:
