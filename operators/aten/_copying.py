@@ -118,6 +118,21 @@ def _copy(dst, src, src_strides=None, src_base=0):
 EXACT = {name: Tolerance(0.0, 0.0) for name in ("float16", "bfloat16", "float32", "float64")}
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int16", "int32",
+          "int64", "bool")
+# (dst, src) conversions the full tiers go through: every float pair, float <-> int both ways,
+# integer narrowing and widening across signedness, bool both ways.
+PAIRS = (
+    ("float16", "float32"), ("bfloat16", "float32"), ("float32", "float16"),
+    ("float32", "bfloat16"), ("float16", "bfloat16"), ("bfloat16", "float16"),
+    ("float64", "float32"), ("float32", "float64"), ("float64", "bfloat16"),
+    ("int32", "float32"), ("int64", "bfloat16"), ("uint8", "float32"), ("int8", "float16"),
+    ("int64", "float64"), ("int16", "bfloat16"), ("bool", "float32"), ("bool", "float16"),
+    ("float32", "int32"), ("float16", "int64"), ("bfloat16", "int16"), ("float32", "uint8"),
+    ("float64", "int64"), ("bfloat16", "bool"), ("float32", "bool"), ("int32", "bool"),
+    ("int8", "int32"), ("uint8", "int8"), ("int32", "int64"), ("int64", "int32"),
+    ("int16", "uint8"), ("bool", "int64"),
+)
 INTS = ("int8", "uint8", "int16", "int32", "int64")
 
 # Largest finite magnitude per float dtype, as a power of two exponent (values above overflow).
