@@ -37,6 +37,7 @@ _TORCH_ALLOWED = frozenset({
     "cuda.get_device_capability", "cuda.get_device_name", "cuda.device", "cuda.set_device",
     "cuda.synchronize", "version.hip", "no_grad", "inference_mode",
     "tensor",  # a small tensor of Python values (shapes, strides) for a kernel to read
+    "view_as_real", "view_as_complex",  # views: how a kernel reaches complex data
 })
 _TORCH_ALLOWED_BY_KIND: dict[Kind, frozenset[str]] = {
     Kind.VIEW: frozenset({"as_strided", "narrow", "select", "t", "reshape", "unsqueeze",

@@ -48,8 +48,13 @@ def expand(self, size, *, implicit=False):
 '''
 
 # Reads -1 as "size 1" instead of "keep this size": right wherever -1 stands for a size-1 dim.
-NEGATIVE_MINUS_ONE = SOLUTION.replace("        if want == -1:\n            want = have\n",
-                                      "        if want == -1:\n            want = 1\n")
+# (and, written as carelessly, never checks the sizes it is given).
+NEGATIVE_MINUS_ONE = SOLUTION.replace(
+    "        if want == -1:\n            want = have\n",
+    "        if want == -1:\n            want = 1\n").replace(
+    "            raise RuntimeError(f\"The expanded size of the tensor ({want}) must match the \"\n"
+    "                               f\"existing size ({have}) at non-singleton dimension {i}\")",
+    "            sizes.append(want)\n            strides.append(self.stride(j))")
 
 
 @register("aten::expand", version=1, kind=Kind.VIEW)

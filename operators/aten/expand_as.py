@@ -40,10 +40,13 @@ def expand_as(self, other):
 '''
 
 # Aligns dims from the left: right when self and other have the same number of dims.
-NEGATIVE_LEFT_ALIGNED = SOLUTION.replace("        j = i - (new - nd)  # right-aligned\n"
-                                         "        if j < 0:\n",
-                                         "        j = i if i < nd else -1\n"
-                                         "        if j < 0:\n")
+# (and, written as carelessly, never checks the sizes it is given).
+NEGATIVE_LEFT_ALIGNED = SOLUTION.replace(
+    "        j = i - (new - nd)  # right-aligned\n        if j < 0:\n",
+    "        j = i if i < nd else -1\n        if j < 0:\n").replace(
+    "            raise RuntimeError(f\"The expanded size of the tensor ({size[i]}) must match the \"\n"
+    "                               f\"existing size ({self.shape[j]}) at non-singleton dimension {i}\")",
+    "            sizes.append(size[i])\n            strides.append(0)")
 
 
 @register("aten::expand_as", version=1, kind=Kind.VIEW)

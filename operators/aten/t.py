@@ -26,10 +26,14 @@ def t(self):
     return self.as_strided((cols, rows), (s1, s0), self.storage_offset())
 '''
 
-# Swaps the sizes but keeps the strides: right for 0-d, 1-d and square inputs' shape, wrong
-# values for any 2-d input.
-NEGATIVE_KEEPS_STRIDES = SOLUTION.replace("return self.as_strided((cols, rows), (s1, s0),",
-                                          "return self.as_strided((cols, rows), (s0, s1),")
+# Takes a non-contiguous 2-d input for "already transposed" and returns it as it is: right for
+# contiguous inputs only.
+NEGATIVE_SKIPS_NONCONTIGUOUS = SOLUTION.replace(
+    "    rows, cols = self.shape\n",
+    "    if not self.is_contiguous():\n"
+    "        return self.as_strided(tuple(self.shape), tuple(self.stride()), "
+    "self.storage_offset())\n"
+    "    rows, cols = self.shape\n")
 
 
 @register("aten::t", version=1, kind=Kind.VIEW)
@@ -47,7 +51,8 @@ class T(ViewProblem):
     )
     solution = SOLUTION
     negatives = (
-        Negative("keeps_strides", "swaps the sizes but not the strides", NEGATIVE_KEEPS_STRIDES),
+        Negative("skips_noncontiguous", "returns a non-contiguous 2-d input untransposed",
+                 NEGATIVE_SKIPS_NONCONTIGUOUS),
     )
 
     def cases(self) -> Sequence[Case]:

@@ -107,6 +107,9 @@ def test_kind_specific_rules() -> None:
     assert {v.rule for v in check(zeros, Kind.ALLOC)} == {"torch-call"}
     view = _body("return torch.as_strided(self, (2,), (1,))")
     assert check(view, Kind.VIEW) == [] and check(view, Kind.COMPUTE)
+    # how an honest kernel reaches complex data, in any kind
+    pairs = _body("r = torch.view_as_real(self)\nreturn torch.view_as_complex(r)")
+    assert all(check(pairs, k) == [] for k in Kind)
 
 
 def test_triton_code_is_left_to_the_compiler() -> None:
