@@ -177,6 +177,15 @@ def ignores_strides(source: str) -> str:
     return source.replace(old, "x_off = idx")
 
 
+def ignores_out(source: str, name: str) -> str:
+    """A negative control: the out= entry computes into a new tensor and returns it, leaving
+    ``out`` unwritten (right for the default overload only)."""
+    old = f"def {name}_out(self, *, out):\n    return _launch(self, out)"
+    assert old in source
+    return source.replace(old, f"def {name}_out(self, *, out):\n"
+                               "    return _launch(self, _result_like(self, self.dtype))")
+
+
 # ---- the problem base class --------------------------------------------------------------------
 
 def numel(shape: Sequence[int]) -> int:
