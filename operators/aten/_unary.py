@@ -41,6 +41,7 @@ from operators.spec import (
     Tier,
     case,
     dtype_from_name,
+    unit_roundoff,
 )
 
 HALF_FLOATS = ("float16", "bfloat16")
@@ -277,6 +278,11 @@ class Unary(OperatorSpec):
         t = call.args[0]
         assert isinstance(t, torch.Tensor)
         return t
+
+    def roundoff(self, call: Call) -> float:
+        """Unit roundoff of the call's input dtype: the smallest relative perturbation of x
+        that matters, for conditioning that is unbounded at a point (acosh at 1 ...)."""
+        return unit_roundoff(self.input_of(call).dtype)
 
     def extra_cases(self) -> list[Case]:
         return []
