@@ -365,11 +365,12 @@ def _f64(x: Any) -> torch.Tensor:
 def grid(tensor: str, *, scalar: str | None = None, out: str | None = None,
          dtypes: Sequence[str] = FLOATS, scalars: Sequence[float] = (100.001, -0.999),
          variants: Sequence[dict[str, Any]] = ({},), cpu_dtype: str = "float32",
-         edge: bool = True) -> list[Case]:
+         edge: bool = True, inplace: bool = False) -> list[Case]:
     """The shared public grid: odd and published pointwise shapes, one- and two-sided
     broadcasts, transposed and strided layouts, 0-d and empty tensors, edge values, the Scalar
     and out forms. ``variants`` (extra params such as alpha) cycle over the cases. The cpu tier
-    gets ~7 small cases: most in ``cpu_dtype``, one transposed and one out case in the others."""
+    gets ~8 small cases: most in ``cpu_dtype``, one transposed and one out case in the others.
+    ``inplace``: ``tensor``/``scalar`` write self, so ``other`` only broadcasts to self's shape."""
     cs: list[Case] = []
     k = 0
 
@@ -386,7 +387,10 @@ def grid(tensor: str, *, scalar: str | None = None, out: str | None = None,
         add(tensor, dt, (1024, 1024), False, other=(1024, 1024))
         add(tensor, dt, (63, 145), main, other=(145,))
         add(tensor, dt, (16, 7, 57, 32, 29), False, other=(1, 7, 1, 32, 1))
-        add(tensor, dt, (7, 1, 31), main, other=(17, 1))
+        if inplace:
+            add(tensor, dt, (7, 17, 31), main, other=(17, 1))
+        else:
+            add(tensor, dt, (7, 1, 31), main, other=(17, 1))
         add(tensor, dt, (33, 65), bool(others) and dt == others[0], other=(33, 65),
             layout="transposed")
         add(tensor, dt, (96, 80), main, other=(96, 80), layout="strided")
@@ -427,8 +431,6 @@ def hidden(rng: random.Random, tier: Tier, entries: Sequence[tuple[str, str]],
         else:
             pattern = rng.choice(["same", "row", "col", "0d"])
             other = {"same": (rows, cols), "row": (cols,), "col": (rows, 1), "0d": ()}[pattern]
-            if form in _INPLACE and pattern == "col":
-                other = (rows, cols)
             params = {"other": other, **params}
         cs.append(case(entry, dt, (rows, cols), cpu=small, **params))
     return cs
