@@ -131,18 +131,15 @@ def _strided_copy(x_ptr, out_ptr, n, s1, s2, s3, s4, s5,
 
 def _copy_into(x, out):
     """out (contiguous, x's shape) <- x, whatever x's strides."""
-    n = x.numel()
-    if n == 0:
+    if x.numel() == 0:
         return out
-    sizes = [1] * (MAX_DIMS - x.dim()) + list(x.shape)
-    strides = [0] * (MAX_DIMS - x.dim()) + list(x.stride())
+    src, dst = x, out
     if x.dtype.is_complex:  # Triton has no complex type: move (re, im) pairs as 2 floats
-        x = torch.view_as_real(x)
-        out = torch.view_as_real(out)
-        sizes = sizes[1:] + [2]
-        strides = strides[1:] + [1]
-        n = 2 * n
+        src, dst = torch.view_as_real(x), torch.view_as_real(out)
+    n = src.numel()
+    sizes = [1] * (MAX_DIMS - src.dim()) + list(src.shape)
+    strides = [0] * (MAX_DIMS - src.dim()) + list(src.stride())
     BLOCK = 1024
-    _strided_copy[(triton.cdiv(n, BLOCK),)](x, out, n, *sizes[1:], *strides, BLOCK=BLOCK)
+    _strided_copy[(triton.cdiv(n, BLOCK),)](src, dst, n, *sizes[1:], *strides, BLOCK=BLOCK)
     return out
 '''
