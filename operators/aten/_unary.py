@@ -292,11 +292,16 @@ class Unary(OperatorSpec):
     def out_entry(self) -> str:
         return f"{self.op}_out"
 
+    def variants_for(self, dtype: str) -> tuple[dict[str, Any], ...]:
+        """The parameter variants used with ``dtype`` (default: ``variants``)."""
+        return self.variants
+
     def _grid(self, dt: str, rows: list[tuple[str, tuple[int, ...], bool, dict[str, Any]]]
               ) -> list[Case]:
         out = []
+        variants = self.variants_for(dt)
         for j, (entry, shape, cpu, params) in enumerate(rows):
-            p = dict(self.variants[j % len(self.variants)])
+            p = dict(variants[j % len(variants)])
             p.update(params)
             out.append(case(entry, dt, shape, cpu=cpu, **p))
         return out
@@ -342,7 +347,7 @@ class Unary(OperatorSpec):
             budget = 2000 if small else 400_000
             shape = [rng.randrange(1, 12 if small else 64) for _ in range(rank)]
             shape[-1] = rng.randrange(2, max(3, budget // max(1, numel(shape[:-1]))))
-            params = dict(rng.choice(self.variants))
+            params = dict(rng.choice(self.variants_for(dt)))
             params["layout"] = rng.choice(["contiguous", "transposed", "strided"])
             params["edge"] = rng.random() < 0.5
             entry = rng.choice([self.op, self.out_entry])
@@ -351,14 +356,13 @@ class Unary(OperatorSpec):
 
     def benchmark_cases(self) -> Sequence[Case]:
         # >= 64 MB of traffic each (memory-bound on an H200), well inside the input budget.
-        v = self.variants[0]
         cs = [
-            case(self.op, "float32", (4096, 4096), **v),
-            case(self.op, "bfloat16", (4096, 8192), **v),
-            case(self.out_entry, "float16", (8192, 4096), **v),
+            case(self.op, "float32", (4096, 4096), **self.variants_for("float32")[0]),
+            case(self.op, "bfloat16", (4096, 8192), **self.variants_for("bfloat16")[0]),
+            case(self.out_entry, "float16", (8192, 4096), **self.variants_for("float16")[0]),
         ]
         if "float64" in self.float_dtypes:
-            cs.append(case(self.op, "float64", (4096, 4096), **v))
+            cs.append(case(self.op, "float64", (4096, 4096), **self.variants_for("float64")[0]))
         return cs
 
     # ---- inputs -----------------------------------------------------------------------------
