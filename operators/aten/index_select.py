@@ -116,11 +116,11 @@ def index_select_out(self, dim, index, *, out):
     return _index_select(self, dim, index, out)
 '''
 
-# Reads the index as if it were contiguous: right for a contiguous index, wrong for a strided
-# one (e.g. every other element of a larger index tensor).
-NEGATIVE_CONTIGUOUS_INDEX = SOLUTION.replace(
-    "    i_stride = index.stride(0) if index.dim() == 1 else 0\n",
-    "    i_stride = 1 if index.dim() == 1 else 0\n")
+# Sizes the column grid with a floor division: right when the last dim fills whole blocks (a
+# power of two, or one element), wrong otherwise (the partial last block is never written).
+NEGATIVE_FLOOR_GRID = SOLUTION.replace(
+    "    grid = (triton.cdiv(n_rows, block_r), triton.cdiv(C, block_c))\n",
+    "    grid = (triton.cdiv(n_rows, block_r), C // block_c)\n")
 
 # Assumes self is contiguous (row-major strides from its shape): right for contiguous self, wrong
 # for transposed or strided self.
@@ -160,8 +160,8 @@ class IndexSelect(OperatorSpec):
     )
     solution = SOLUTION
     negatives = (
-        Negative("assumes_contiguous_index", "reads index with stride 1, wrong for a strided "
-                 "index", NEGATIVE_CONTIGUOUS_INDEX),
+        Negative("floor_column_grid", "launches C // BLOCK_C column blocks, leaving the "
+                 "partial last block unwritten", NEGATIVE_FLOOR_GRID),
         Negative("assumes_contiguous_self", "computes self's strides from its shape, wrong for "
                  "transposed or strided self", NEGATIVE_CONTIGUOUS_SELF),
     )
