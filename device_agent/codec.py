@@ -11,6 +11,7 @@ tensor's dtype, size, stride and byte length; values reference blobs by index.
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
 from typing import Any
 
@@ -21,6 +22,8 @@ from operators.spec import dtype_from_name, dtype_name
 
 MAX_FRAME = 1 << 31  # 2 GiB: generous for full-tier GPU outputs, bounded for the agent.
 _LEN = struct.Struct("<I")
+_DEVICE_TYPES = frozenset({"cpu", "cuda"})
+_NON_FINITE = frozenset({"nan", "inf", "-inf"})
 _BLOB_SIZE = struct.Struct("<Q")
 
 
@@ -51,6 +54,10 @@ def encode(message: dict[str, Any]) -> bytes:
             return {"__tensor__": len(blobs) - 1}
         if isinstance(v, torch.dtype):
             return {"__dtype__": dtype_name(v)}
+        if isinstance(v, torch.device):  # where an allocation goes: the worker re-targets it
+            return {"__device__": v.type}
+        if isinstance(v, float) and not math.isfinite(v):  # JSON has no NaN or inf
+            return {"__float__": repr(v)}
         if isinstance(v, tuple):
             return {"__tuple__": [enc(x) for x in v]}
         if isinstance(v, list):
@@ -113,6 +120,14 @@ def decode(frame: bytes) -> dict[str, Any]:
                 return tensors[i]
             if set(v) == {"__dtype__"}:
                 return _dtype(v["__dtype__"])
+            if set(v) == {"__device__"}:
+                if v["__device__"] not in _DEVICE_TYPES:
+                    raise CodecError(f"unknown device type {v['__device__']!r}")
+                return torch.device(v["__device__"])
+            if set(v) == {"__float__"}:
+                if v["__float__"] not in _NON_FINITE:
+                    raise CodecError("bad non-finite float")
+                return float(v["__float__"])
             if set(v) == {"__tuple__"}:
                 return tuple(dec(x) for x in v["__tuple__"])
             if set(v) == {"__dict__"}:

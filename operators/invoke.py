@@ -17,7 +17,10 @@ from operators.spec import Call, Out
 
 
 def to_device(obj: Any, device: str | torch.device) -> Any:
-    """Copy tensors (keeping shape, strides and offset) to ``device``; recurse into lists/tuples."""
+    """Copy tensors (keeping shape, strides and offset) to ``device``; recurse into lists/tuples.
+    A ``torch.device`` argument (where an allocation problem must allocate) becomes ``device``."""
+    if isinstance(obj, torch.device):
+        return torch.device(device)
     if isinstance(obj, torch.Tensor):
         if obj.device == torch.device(device):
             return obj.clone() if obj.is_contiguous() else _clone_strided(obj, device)

@@ -208,7 +208,8 @@ def f32_to_tf32(data: Any) -> Any:
 
 def _patch_numerics() -> None:
     """Make the interpreter round like the GPU where it does not: bf16 ``tl.dot`` (it multiplies
-    raw bits), float32 -> bfloat16 casts (it truncates) and float32 ``tl.dot`` (the GPU's
+    raw bits), casts to and from bfloat16 (it truncates float32 and bit-casts every other type)
+    and float32 ``tl.dot`` (the GPU's
     default precision is TF32, the interpreter's full float32) — so a candidate's numerics are
     judged the same on ``cpu`` as on a GPU."""
     import numpy as np
@@ -240,8 +241,15 @@ def _patch_numerics() -> None:
         return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            return interp.TensorHandle(f32_to_bf16_rne(src.data), dst_type.scalar)
+        s, d = src.dtype.scalar, dst_type.scalar
+        # numpy has no bfloat16: the interpreter keeps its bits as uint16 and converts other
+        # types to and from it as if they were integers. Go through float32 instead (exact
+        # from bf16; ints, bools and fp16 to float32 then RNE to bf16).
+        if d == tl.bfloat16 and s != tl.bfloat16:
+            return interp.TensorHandle(f32_to_bf16_rne(src.data.astype(np.float32)), d)
+        if s == tl.bfloat16 and d not in (tl.bfloat16, tl.float32):
+            wide = widen(src).data
+            return interp.TensorHandle(wide.astype(interp._get_np_dtype(dst_type)), d)
         return original_cast(self, src, dst_type)
 
     def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:

@@ -37,6 +37,18 @@ def test_round_trip_keeps_values_dtypes_and_layouts() -> None:
     assert out["k"] == {0: "int key", "name": (1, 2)}
 
 
+def test_non_finite_floats_and_devices_survive_json() -> None:
+    import math
+
+    out = decode(_frame({"v": [math.inf, -math.inf, math.nan, 1.5], "d": torch.device("cpu")}))
+    assert out["v"][:2] == [math.inf, -math.inf] and math.isnan(out["v"][2])
+    assert out["d"] == torch.device("cpu")
+    for bad in ({"__device__": "file"}, {"__float__": "1e999999"}):
+        header = orjson.dumps({"body": {"x": bad}, "blobs": []})
+        with pytest.raises(CodecError):
+            decode(struct.pack("<I", len(header)) + header)
+
+
 def test_no_pickle_and_unknown_objects_refused() -> None:
     with pytest.raises(CodecError):
         encode({"f": object()})

@@ -121,3 +121,23 @@ def test_interpreter_rounds_like_the_gpu() -> None:
     b_t = (b.view(torch.int32) + 0x1000 + ((b.view(torch.int32) >> 13) & 1)) & ~0x1FFF
     emulated = a_t.view(torch.float32).double() @ b_t.view(torch.float32).double()
     assert (tf32.double() - emulated).abs().max() < 1e-4
+
+
+@triton.jit
+def _to_bf16_and_back(x_ptr, y_ptr, z_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    tl.store(y_ptr + i, x.to(tl.bfloat16))
+    tl.store(z_ptr + i, x.to(tl.bfloat16).to(tl.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float16, torch.float64,
+                                   torch.bool])
+def test_casts_to_and_from_bfloat16_convert_values(dtype: torch.dtype) -> None:
+    """The interpreter bit-casts non-fp32 types to bf16; the cpu platform converts them."""
+    install_interpreter_support()
+    x = torch.tensor([1, 0, 7, 1, 120, 3, 0, 1]).to(dtype)
+    y = torch.empty(8, dtype=torch.bfloat16)
+    z = torch.empty(8, dtype=torch.int32)
+    _to_bf16_and_back[(1,)](x, y, z, N=8)
+    assert torch.equal(y, x.to(torch.bfloat16)) and torch.equal(z, x.to(torch.int32))
