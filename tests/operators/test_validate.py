@@ -35,3 +35,11 @@ def test_uninformative_reference_is_caught(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(type(spec), "reference", constant)
     report = validate(spec, Tier.CPU)
     assert any("do not depend" in p or "constant" in p for p in report.problems)
+
+
+def test_benchmark_cases_over_the_memory_budget_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = operators.get("aten::add")
+    monkeypatch.setattr(type(spec), "cost",
+                        lambda self, c: operators.spec.Cost(flops=1.0, bytes=9 * 2.0**30))
+    report = validate(spec, Tier.CPU)
+    assert any("exceeds the 8 GiB budget" in p for p in report.problems)
