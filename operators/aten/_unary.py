@@ -241,6 +241,8 @@ class Unary(OperatorSpec):
     # Expensive functions (long series) keep a smaller interpreter tier: the out= cases of the
     # half dtypes run on full tiers only.
     heavy: ClassVar[bool] = False
+    # Iterative functions (loops per element) also shrink the interpreter tier's shapes.
+    small_cpu: ClassVar[bool] = False
 
     # ---- what an op defines -----------------------------------------------------------------
     def sample(self, n: int, c: Case, gen: torch.Generator) -> torch.Tensor:
@@ -312,12 +314,14 @@ class Unary(OperatorSpec):
     def cases(self) -> Sequence[Case]:
         op, op_out = self.op, self.out_entry
         cs: list[Case] = []
+        small = self.small_cpu
         for dt in self.float_dtypes:
             f32 = dt == "float32"
             cs += self._grid(dt, [
-                (op, (49, 63), True, {"edge": True}),
-                (op_out, (7, 17, 31), f32 or not self.heavy, {"edge": True}),
-                (op, (1000,), f32, {}),
+                (op, (31, 33) if small else (49, 63), True, {"edge": True}),
+                (op_out, (7, 9, 13) if small else (7, 17, 31), f32 or not self.heavy,
+                 {"edge": True}),
+                (op, (513,) if small else (1000,), f32, {}),
                 (op, (), f32, {}),
                 (op, (33, 65), f32, {"layout": "transposed"}),
                 (op, (24, 50), f32, {"layout": "strided"}),
@@ -347,7 +351,7 @@ class Unary(OperatorSpec):
         out = []
         for dt in chosen:
             rank = rng.choice([1, 2, 3])
-            budget = 2000 if small else 400_000
+            budget = (800 if self.small_cpu else 2000) if small else 400_000
             shape = [rng.randrange(1, 12 if small else 64) for _ in range(rank)]
             shape[-1] = rng.randrange(2, max(3, budget // max(1, numel(shape[:-1]))))
             params = dict(rng.choice(self.variants_for(dt)))
