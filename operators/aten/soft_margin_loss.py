@@ -183,7 +183,8 @@ class SoftMarginLoss(OperatorSpec):
         "to it. `reduction` is an int: 0 returns the elementwise loss (self's shape), 1 its mean "
         "and 2 its sum as a 0-d tensor; the mean of an empty input is NaN, the sum 0. The result "
         "has the inputs' dtype (float16, bfloat16 or float32); inputs may be non-contiguous, "
-        "0-d or empty, with large margins (|target * self| up to ~40 for float32). The loss of a "
+        "0-d or empty, with large margins (|target * self| up to ~40; float16 inputs stay within "
+        "+-10, where PyTorch's float16 exp does not overflow). The loss of a "
         "confident correct prediction is tiny (about exp(-target * self)) and must keep its "
         "relative accuracy, so `log(1 + exp(z))` as written loses it: use log1p and do not let "
         "exp overflow. NaN propagates. Compute in float32, accumulate reductions in float32, "
@@ -227,8 +228,8 @@ class SoftMarginLoss(OperatorSpec):
                  soft_target=True, defaults=True, cpu=True),
         ]
         for dt in _FLOATS:
-            # float16 keeps |z| small enough that PyTorch's own exp(z) stays finite (< 11)
-            big = 10.0 if dt != "float16" else 2.5
+            # float16 inputs are clamped to |self| <= 10 (see make_call)
+            big = 10.0 if dt != "float16" else 4.0
             cs += [
                 case("soft_margin_loss", dt, (1024, 1024), reduction="none", std=1.0),
                 case("soft_margin_loss", dt, (511, 257), reduction="mean", std=big),
@@ -258,7 +259,7 @@ class SoftMarginLoss(OperatorSpec):
             params: dict[str, object] = {
                 "reduction": red,
                 "layout": rng.choice(["contiguous", "transposed", "strided"]),
-                "std": rng.choice([0.5, 1.0, 2.5] + ([8.0] if dt != "float16" else [])),
+                "std": rng.choice([0.5, 1.0, 2.5, 8.0]),
                 "soft_target": rng.random() < 0.3,
             }
             if rng.random() < 0.3:
@@ -278,6 +279,10 @@ class SoftMarginLoss(OperatorSpec):
     def make_call(self, c: Case, gen: torch.Generator) -> Call:
         layout = c.get("layout", "contiguous")
         x = _randn(c.shape, c.dtype, gen, std=c.get("std", 1.0))
+        if c.dtype == "float16":
+            # PyTorch's float16 kernel rounds exp(-target * self) to float16, which overflows
+            # (loss inf) once |target * self| > 11.09: keep the baseline finite.
+            x = x.clamp(-10.0, 10.0)
         if c.get("specials"):
             x = sprinkle_specials(x, gen, fraction=0.05)
         x = with_layout(x, layout)
