@@ -221,7 +221,9 @@ class SoftmaxInternal(OperatorSpec):
             ]
         cs += [
             case(e, "float16", (1024, 3000), dim=-1, half_to_float=True, std=30.0),
-            case(e, "float16", (20, 40999, 3), dim=1, half_to_float=True, std=10.0),
+            # float32 results: PyTorch's CPU kernel sums a strided dim sequentially (error ~
+            # sqrt(L) u), so the strided softmax dim stays short, as for aten::softmax
+            case(e, "float16", (64, 1000, 3), dim=1, half_to_float=True, std=10.0),
             case(eo, "float16", (4096, 513), dim=1, half_to_float=True, masked=True),
         ]
         return cs
