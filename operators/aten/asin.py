@@ -54,8 +54,9 @@ class Asin(Unary):
         Negative("ignores_input_strides", "indexes a sliced input as if contiguous",
                  ignores_strides(SOLUTION)),
     )
-    # Relative to |f| + |x f'| (see ref64). float32: CUDA's asinf is within 4 ulp (8 u of
-    # |f|); halves: the final rounding (1 u) and a float32 evaluation far below it.
+    # Relative to |f| + |x f'| (see ref64). float32: CUDA documents its inverse trigonometric
+    # and hyperbolic functions within 2-4 ulp (<= 8 u of |f|); halves: the final rounding
+    # (1 u) and a float32 evaluation far below it.
     tolerances = {
         "float16": Tolerance.ulps("float16", 2),
         "bfloat16": Tolerance.ulps("bfloat16", 2),
