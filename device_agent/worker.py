@@ -94,6 +94,16 @@ def _output(value: Any) -> Any:
     return wire_output(value)
 
 
+def _snapshot(t: Any) -> Any:
+    """A copy of ``t`` that keeps its strides, overlapping ones included (``clone`` makes a
+    non-dense view contiguous, and a view's strides are part of its answer)."""
+    if t.numel() == 0:
+        return t.clone()
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    flat = t.as_strided((span,), (1,), t.storage_offset()).clone()
+    return flat.as_strided(tuple(t.shape), tuple(t.stride()), 0)
+
+
 def _call_from_wire(w: dict[str, Any]) -> Any:
     from operators.spec import Call, Out
 
@@ -251,7 +261,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             reply["repeat_outputs"] = _repeat_run(fn, call, device)
         if msg.get("replay"):
             # The replay refills these very buffers: keep what the first run produced.
-            reply["outputs"] = [o.clone() if isinstance(o, torch.Tensor) else o for o in outs]
+            reply["outputs"] = [_snapshot(o) if isinstance(o, torch.Tensor) else o for o in outs]
             reply["post_inputs"] = {k: v.clone() for k, v in post.items()}
             reply["replay_outputs"] = _replay_run(fn, dev_call, _call_from_wire(msg["replay"]))
         ch.send(reply)

@@ -82,6 +82,10 @@ def register(op_id: str, *, version: int, kind: Kind | str) -> Callable[[S], S]:
 METADATA_KINDS = frozenset({Kind.VIEW, Kind.SCALAR})
 
 
+def _metadata_only(spec: OperatorSpec) -> bool:
+    return spec.kind in METADATA_KINDS or spec.metadata_only
+
+
 def _validate(spec: OperatorSpec) -> None:
     def fail(msg: str) -> None:
         raise SpecError(f"{spec.id}: {msg}")
@@ -104,7 +108,7 @@ def _validate(spec: OperatorSpec) -> None:
             ast.parse(src)
         except SyntaxError as exc:
             fail(f"{label} does not parse: {exc}")
-        if "@triton.jit" not in src and spec.kind not in METADATA_KINDS:
+        if "@triton.jit" not in src and not _metadata_only(spec):
             fail(f"{label} has no @triton.jit kernel")
     if not spec.negatives:
         fail("ships no negative control")
@@ -116,7 +120,7 @@ def _validate(spec: OperatorSpec) -> None:
     if not any(c.cpu for c in cases):
         fail("has no cpu-tier case")
     bench = list(spec.benchmark_cases())
-    if not bench and spec.kind not in METADATA_KINDS:
+    if not bench and spec.timed and not _metadata_only(spec):
         fail("has no benchmark cases")
     for c in cases + bench:
         if c.entry not in names:

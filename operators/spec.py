@@ -260,6 +260,12 @@ class OperatorSpec:
     tolerances: ClassVar[Mapping[str, Tolerance]] = {}
     # Whether two runs of the candidate must agree bitwise (else within tolerance).
     bitwise_deterministic: ClassVar[bool] = False
+    # An answer of metadata only (``empty_strided``: sizes, strides, dtype, no values), so no
+    # kernel to write and nothing to time; views and scalar reads are so by their kind.
+    metadata_only: ClassVar[bool] = False
+    # False for an answer of one element (``scalar_tensor``): launch-bound whatever the kernel,
+    # so it has no benchmark cases.
+    timed: ClassVar[bool] = True
 
     # ---- cases -------------------------------------------------------------------------------
     def cases(self) -> Sequence[Case]:
