@@ -109,16 +109,16 @@ class Cat(OperatorSpec):
                    "result dtype) and returns out."),
     )
     description = (
-        "Concatenation, following PyTorch's `torch.cat(tensors, dim)`: the tensors (a list, "
-        "1 to 5 dims, all of the same rank) must match in every dim but `dim` (negative counts "
-        "from the end); the result stacks them along `dim` in list order, so its size there is "
-        "the sum of theirs, which may differ from tensor to tensor and may be 0. As in PyTorch, "
-        "1-D tensors of shape (0,) are skipped whatever the others' rank (they still take part "
-        "in dtype promotion). The result dtype is PyTorch's type promotion over all the inputs' "
-        "dtypes (float16 with float32 gives float32, int32 with int64 gives int64, bool with "
-        "int32 gives int32); values are converted exactly. Inputs may be non-contiguous (transposed, "
-        "strided slices). Dtypes: float16, bfloat16, float32, int32, int64, bool. `cat_out` "
-        "writes into a given `out`."
+        "Concatenation, following PyTorch's `torch.cat(tensors, dim)`: the tensors (a list, 1 to 5 "
+        "dims, all of the same rank) must match in every dim but `dim` (negative counts from the "
+        "end); the result stacks them along `dim` in list order, so its size there is the sum of "
+        "theirs, which may differ from tensor to tensor and may be 0. As in PyTorch, 1-D tensors "
+        "of shape (0,) are skipped whatever the others' rank (they still take part in dtype "
+        "promotion). The result dtype is PyTorch's type promotion over all the inputs' dtypes "
+        "(float16 with float32 gives float32, int32 with int64 gives int64, bool with int32 gives "
+        "int32); values are converted exactly. Inputs may be non-contiguous (transposed, strided "
+        "slices). Dtypes: float16, bfloat16, float32, int32, int64, bool. `cat_out` writes into a "
+        "given `out`."
     )
     solution = SOLUTION
     negatives = (

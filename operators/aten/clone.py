@@ -54,7 +54,7 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32"
            "bool")
 
 
-@register("aten::clone", version=1, kind=Kind.COMPUTE)
+@register("aten::clone", version=2, kind=Kind.COMPUTE)
 class Clone(OperatorSpec):
     entry_points = (
         EntryPoint("clone", "clone(self: Tensor, *, memory_format: MemoryFormat | None = None) "
@@ -73,9 +73,10 @@ class Clone(OperatorSpec):
         "channels_last, or with gaps (slices, every-other-element views). `memory_format` "
         "(None meaning torch.preserve_format) only chooses the result's strides: preserve_format "
         "keeps self's strides when self is dense and non-overlapping (as `torch.empty_like` "
-        "does), torch.contiguous_format gives row-major, torch.channels_last NHWC for 4-D. The "
-        "values must be bit-exact copies (NaN, inf and subnormals included). `clone_out` writes "
-        "into a given `out` (any strides) instead."
+        "does, otherwise row-major), torch.contiguous_format gives row-major, torch.channels_last "
+        "NHWC for 4-D; `clone`'s result strides are checked. The values must be bit-exact "
+        "copies (NaN, inf and subnormals included). `clone_out` writes into a given `out` (any "
+        "strides) instead."
     )
     solution = SOLUTION
     negatives = (
@@ -85,6 +86,7 @@ class Clone(OperatorSpec):
                  NEGATIVE_ROW_MAJOR),
     )
     tolerances = EXACT  # a copy: bit-exact values
+    # v2: clone's result strides are checked (preserve_format), as PyTorch gives them
 
     def cases(self) -> Sequence[Case]:
         cs: list[Case] = [
@@ -148,7 +150,12 @@ class Clone(OperatorSpec):
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         x = call.args[0]
-        return (Expected(convert(x, x.dtype), x.dtype),)
+        if call.entry == "clone_out":
+            return (Expected(convert(x, x.dtype), x.dtype),)
+        # preserve_format: PyTorch's rule is empty_like's (self's strides when dense and
+        # non-overlapping, else row-major or channels_last as suggested by self's strides)
+        strides = tuple(torch.empty_like(x).stride())
+        return (Expected(convert(x, x.dtype), x.dtype, strides=strides),)
 
     def baseline(self, call: Call) -> object:
         if call.entry == "clone_out":

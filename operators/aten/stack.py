@@ -81,14 +81,14 @@ class Stack(OperatorSpec):
     )
     description = (
         "Stacking, following PyTorch's `torch.stack(tensors, dim)`: the tensors (a list of n "
-        "tensors of one shape, 0 to 4 dims, possibly with zero elements) are joined along a "
-        "new dim inserted at `dim`, so `result.select(dim, i)` is `tensors[i]`. `dim` ranges "
-        "over the result's dims: -(rank+1) <= dim <= rank, negative values counting from the "
-        "end of the result (dim=-1 appends the new dim last). The result dtype is the "
-        "PyTorch's type promotion over all the inputs' dtypes (float16 with float32 gives "
-        "float32, int32 with int64 gives int64); values are converted exactly. Inputs may be non-contiguous "
-        "(transposed, strided). Dtypes: float16, bfloat16, float32, int32, int64, bool. "
-        "`stack_out` writes into a given `out`."
+        "tensors of one shape, 0 to 4 dims, possibly with zero elements) are joined along a new "
+        "dim inserted at `dim`, so `result.select(dim, i)` is `tensors[i]`. `dim` ranges over the "
+        "result's dims: -(rank+1) <= dim <= rank, negative values counting from the end of the "
+        "result (dim=-1 appends the new dim last). The result dtype is PyTorch's type promotion "
+        "over all the inputs' dtypes (float16 with float32 gives float32, int32 with int64 gives "
+        "int64); values are converted exactly. Inputs may be non-contiguous (transposed, strided). "
+        "Dtypes: float16, bfloat16, float32, int32, int64, bool. `stack_out` writes into a given "
+        "`out`."
     )
     solution = SOLUTION
     negatives = (

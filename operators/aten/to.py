@@ -74,7 +74,7 @@ NEGATIVE_KEEPS_DTYPE = SOLUTION.replace(
 _ENTRIES = ("to_dtype", "to_dtype_layout", "to_other")
 
 
-@register("aten::to", version=1, kind=Kind.COMPUTE)
+@register("aten::to", version=2, kind=Kind.COMPUTE)
 class To(OperatorSpec):
     entry_points = (
         EntryPoint("to_dtype",
@@ -98,18 +98,19 @@ class To(OperatorSpec):
         "Dtype conversion, following PyTorch's `Tensor.to(dtype)`: a tensor with `self`'s shape "
         "and values converted to `dtype` (for `to_other`, `other.dtype`). When nothing changes "
         "(same dtype, `copy=False`, no memory_format) PyTorch returns `self` itself; every case "
-        "here either changes the dtype or passes `copy=True`, which demands a new tensor (never "
-        "a view of self). `self` has 0 to 5 dims, possibly zero elements, and any strides "
-        "(transposed, permuted, channels_last, gaps). Dtypes: float16, bfloat16, float32, "
-        "float64, int8, uint8, int16, int32, int64, bool, in any combination. Conversions "
-        "follow PyTorch (C casts): float narrowing rounds to nearest even, overflowing to "
-        "+-inf and keeping subnormals; float -> integer truncates toward zero (only values "
-        "inside the target's range are given); integer -> integer keeps the low bits "
-        "(two's-complement wrap, e.g. int32 300 -> int8 44, int8 -3 -> uint8 253); -> bool is "
-        "`x != 0` (NaN -> True); bool -> number gives 0 or 1; integer -> float rounds to "
-        "nearest even (|x| <= 2**24 for float16/bfloat16 targets). float64 and int64 values "
-        "must not pass through float32. Results are bit-exact. memory_format (None meaning "
-        "preserve_format) only chooses the result's strides; non_blocking has no effect."
+        "here either changes the dtype or passes `copy=True`, which demands a new tensor (never a "
+        "view of self). `self` has 0 to 5 dims, possibly zero elements, and any strides "
+        "(transposed, permuted, channels_last, gaps). Dtypes: float16, bfloat16, float32, float64, "
+        "int8, uint8, int16, int32, int64, bool, in any combination. Conversions follow PyTorch (C "
+        "casts): float narrowing rounds to nearest even, overflowing to +-inf and keeping "
+        "subnormals; float -> integer truncates toward zero (only values inside the target's range "
+        "are given); integer -> integer keeps the low bits (two's-complement wrap, e.g. int32 300 "
+        "-> int8 44, int8 -3 -> uint8 253); -> bool is `x != 0` (NaN -> True); bool -> number "
+        "gives 0 or 1; integer -> float rounds to nearest even (|x| <= 2**24 for float16/bfloat16 "
+        "targets). float64 and int64 values must not pass through float32. Results are bit-exact. "
+        "memory_format is None (preserve_format): the result keeps self's strides when self is "
+        "dense and non-overlapping (as `torch.empty_like(self, dtype=...)` does), else is "
+        "row-major; the result's strides are checked. non_blocking has no effect."
     )
     solution = SOLUTION
     negatives = (
@@ -120,6 +121,7 @@ class To(OperatorSpec):
                  "that keep the dtype are right", NEGATIVE_KEEPS_DTYPE),
     )
     tolerances = EXACT  # every covered conversion is exact or correctly rounded
+    # v2: the result's strides are checked (preserve_format), as PyTorch gives them
 
     def cases(self) -> Sequence[Case]:
         # case dtype = self's dtype; "to" = the target dtype
@@ -204,7 +206,11 @@ class To(OperatorSpec):
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         dt = self._target(call)
-        return (Expected(convert(call.args[0], dt), dt),)
+        x = call.args[0]
+        # preserve_format: PyTorch's rule is empty_like's (self's strides when dense and
+        # non-overlapping, else row-major or channels_last as suggested by self's strides)
+        strides = tuple(torch.empty_like(x, dtype=dt).stride())
+        return (Expected(convert(x, dt), dt, strides=strides),)
 
     def baseline(self, call: Call) -> object:
         x = call.args[0]

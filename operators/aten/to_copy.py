@@ -65,7 +65,7 @@ NEGATIVE_ROW_MAJOR = SOLUTION.replace(
     "    if src_strides is None:\n        src_strides = torch.empty(src.shape).stride()\n")
 
 
-@register("aten::_to_copy", version=1, kind=Kind.COMPUTE)
+@register("aten::_to_copy", version=2, kind=Kind.COMPUTE)
 class ToCopy(OperatorSpec):
     entry_points = (
         EntryPoint("_to_copy",
@@ -84,18 +84,19 @@ class ToCopy(OperatorSpec):
     description = (
         "The copy behind `Tensor.to`, following PyTorch's `torch.ops.aten._to_copy`: always "
         "returns a new tensor (never `self` or a view of it), with `self`'s shape and values "
-        "converted to `dtype` (None: `self`'s dtype, a plain copy). `_to_copy_out` converts "
-        "into `out`'s dtype instead. `self` has 0 to 5 dims, possibly zero elements, and any "
-        "strides (transposed, permuted, channels_last, gaps). Dtypes: float16, bfloat16, "
-        "float32, float64, int8, uint8, int16, int32, int64, bool, in any combination. "
-        "Conversions follow PyTorch (C casts): float narrowing rounds to nearest even, "
-        "overflowing to +-inf and keeping subnormals; float -> integer truncates toward zero "
-        "(only values inside the target's range are given); integer -> integer keeps the low "
-        "bits (two's-complement wrap, e.g. int32 300 -> int8 44, int8 -3 -> uint8 253); -> bool "
-        "is `x != 0` (NaN -> True); bool -> number gives 0 or 1; integer -> float rounds to "
-        "nearest even (|x| <= 2**24 for float16/bfloat16 targets). float64 and int64 values "
-        "must not pass through float32. Results are bit-exact. memory_format (None meaning "
-        "preserve_format) only chooses the result's strides; non_blocking has no effect."
+        "converted to `dtype` (None: `self`'s dtype, a plain copy). `_to_copy_out` converts into "
+        "`out`'s dtype instead. `self` has 0 to 5 dims, possibly zero elements, and any strides "
+        "(transposed, permuted, channels_last, gaps). Dtypes: float16, bfloat16, float32, float64, "
+        "int8, uint8, int16, int32, int64, bool, in any combination. Conversions follow PyTorch (C "
+        "casts): float narrowing rounds to nearest even, overflowing to +-inf and keeping "
+        "subnormals; float -> integer truncates toward zero (only values inside the target's range "
+        "are given); integer -> integer keeps the low bits (two's-complement wrap, e.g. int32 300 "
+        "-> int8 44, int8 -3 -> uint8 253); -> bool is `x != 0` (NaN -> True); bool -> number "
+        "gives 0 or 1; integer -> float rounds to nearest even (|x| <= 2**24 for float16/bfloat16 "
+        "targets). float64 and int64 values must not pass through float32. Results are bit-exact. "
+        "memory_format is None (preserve_format): the result keeps self's strides when self is "
+        "dense and non-overlapping (as `torch.empty_like(self, dtype=...)` does), else is "
+        "row-major; the result's strides are checked. non_blocking has no effect."
     )
     solution = SOLUTION
     negatives = (
@@ -106,6 +107,7 @@ class ToCopy(OperatorSpec):
                  NEGATIVE_ROW_MAJOR),
     )
     tolerances = EXACT  # every covered conversion is exact or correctly rounded
+    # v2: the result's strides are checked (preserve_format), as PyTorch gives them
 
     def cases(self) -> Sequence[Case]:
         # case dtype = self's dtype; "to" = the target dtype (None: keep self's)
@@ -184,7 +186,13 @@ class ToCopy(OperatorSpec):
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         dt = self._target(call)
-        return (Expected(convert(call.args[0], dt), dt),)
+        x = call.args[0]
+        if call.entry == "_to_copy_out":
+            return (Expected(convert(x, dt), dt),)
+        # preserve_format: PyTorch's rule is empty_like's (self's strides when dense and
+        # non-overlapping, else row-major or channels_last as suggested by self's strides)
+        strides = tuple(torch.empty_like(x, dtype=dt).stride())
+        return (Expected(convert(x, dt), dt, strides=strides),)
 
     def baseline(self, call: Call) -> object:
         if call.entry == "_to_copy_out":
