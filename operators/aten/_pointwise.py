@@ -146,6 +146,12 @@ def {name}({ptrs}, n{scal},
 
 FLOATS = ("float16", "bfloat16", "float32")
 
+# A float32 intermediate that falls below the smallest normal number (exp of a large negative
+# argument, a sigmoid's tail) is denormal or flushed to 0: its absolute error is up to float32's
+# tiny whatever its size. Added to a scale (times the factor that intermediate is multiplied
+# by), tiny / u makes a tolerance of n u of the scale cover n such errors.
+F32_FLOOR = torch.finfo(torch.float32).tiny / (torch.finfo(torch.float32).eps / 2)
+
 
 def numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
