@@ -35,9 +35,14 @@ def to_device(obj: Any, device: str | torch.device) -> Any:
 
 
 def _clone_strided(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
-    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
-    out.copy_(t)
-    return out
+    """A copy of ``t`` on ``device`` with the same shape and strides: the storage span the
+    elements lie in is copied whole, so stride-0 (expanded) and overlapping inputs work and
+    the gaps of a strided input keep their contents (as the worker channel's codec does)."""
+    if t.numel() == 0:
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    flat = t.detach().as_strided((span,), (1,), t.storage_offset()).clone().to(device)
+    return flat.as_strided(t.size(), t.stride(), 0)
 
 
 def prepare(call: Call, device: str | torch.device) -> Call:
