@@ -102,8 +102,8 @@ class Mul(BinaryProblem):
             return randint(shape, dtype, gen, low=-2**20, high=2**20)
         return super().draw(role, shape, dtype, gen, c)
 
-    def ref64(self, a: torch.Tensor, b: torch.Tensor,
-              kw: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def ref64(self, a: torch.Tensor, b: torch.Tensor, kw: dict[str, Any],
+              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
         value = a * b
         return value, value.abs()
 

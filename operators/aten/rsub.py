@@ -102,8 +102,8 @@ class Rsub(BinaryProblem):
         "float32": Tolerance.ulps("float32", 4),
     }
 
-    def ref64(self, a: torch.Tensor, b: torch.Tensor,
-              kw: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def ref64(self, a: torch.Tensor, b: torch.Tensor, kw: dict[str, Any],
+              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
         alpha = kw.get("alpha", 1)
         return b - alpha * a, b.abs() + (alpha * a).abs()
 

@@ -100,8 +100,8 @@ class Sub(BinaryProblem):
         "float32": Tolerance.ulps("float32", 4),
     }
 
-    def ref64(self, a: torch.Tensor, b: torch.Tensor,
-              kw: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def ref64(self, a: torch.Tensor, b: torch.Tensor, kw: dict[str, Any],
+              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
         alpha = kw.get("alpha", 1)
         return a - alpha * b, a.abs() + (alpha * b).abs()
 
