@@ -27,6 +27,7 @@ _COMMON = frozenset({
     "lift_fresh_copy", "split", "unbind", "clone", "copy_", "_to_copy", "_reshape_alias",
     "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg", "_conj", "_neg_view",
     "set_", "is_same_size", "_has_compatible_shallow_copy_type",
+    "promote_types", "can_cast", "result_type",  # dtype arithmetic, no tensor data
 })
 _BY_KIND: dict[Kind, frozenset[str]] = {
     Kind.SCALAR: frozenset({"_local_scalar_dense"}),

@@ -60,6 +60,16 @@ def test_kind_allow_lists() -> None:
     assert "zeros" in allowed_ops(Kind.COMPUTE) and "zeros" not in allowed_ops(Kind.ALLOC)
 
 
+def test_dtype_arithmetic_is_not_compute() -> None:
+    """Working out a result dtype (as cat or stack must) touches no tensor data."""
+    guard = DispatchGuard(Kind.COMPUTE)
+    with guard:
+        torch.promote_types(torch.float16, torch.float32)
+        torch.can_cast(torch.float32, torch.int32)
+        torch.result_type(torch.ones(2), 2.5)
+    assert not guard.violations, guard.violations
+
+
 @pytest.fixture(scope="module")
 def runtime_only_agent(agent_secret_env: None) -> Iterator[str]:
     with running_agent(*only_layer("runtime"), workers=2) as address:
