@@ -206,7 +206,8 @@ def _exclusive_scan_kernel(counts_ptr, nb, BLOCK: tl.constexpr):
 def _mask_put_kernel(self_ptr, values_ptr, mask_ptr, offs_ptr, M, R,
                      ms1, ms2, mk0, mk1, mk2, sm0, sm1, sm2,
                      ps, pv, vk, r1, sr0, sr1, vr0, vr1,
-                     ACC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr):
+                     ACC: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_R: tl.constexpr):
     # Program (i, p): mask elements [i*BLOCK_M, (i+1)*BLOCK_M) for leading index p. The k-th
     # True element (row-major over the mask) takes row k of the values.
     pid_m = tl.program_id(0)
@@ -230,7 +231,11 @@ def _mask_put_kernel(self_ptr, values_ptr, mask_ptr, offs_ptr, M, R,
         s_off = s_base[:, None] + (e0 * sr0 + e1 * sr1)[None, :]
         v = tl.load(values_ptr + v_base[:, None] + (e0 * vr0 + e1 * vr1)[None, :], mask=w)
         if ACC:
-            v = v.to(tl.float32) + tl.load(self_ptr + s_off, mask=w).to(tl.float32)
+            cur = tl.load(self_ptr + s_off, mask=w)
+            if UPCAST:  # half precision: add in float32, round once
+                v = v.to(tl.float32) + cur.to(tl.float32)
+            else:
+                v = v + cur
         tl.store(self_ptr + s_off, v.to(self_ptr.dtype.element_ty), mask=w)
 
 
@@ -276,7 +281,8 @@ def _mask_put(self, indices, values, acc):
     _exclusive_scan_kernel[(1,)](offs, nb, BLOCK=1024)
     _mask_put_kernel[(nb, P)](self, values, mask, offs, M, R, msz[1], msz[2], *mk, *sm,
                               self.stride(0) if lead else 0, pv, vk, psz[1], *sr, *vr,
-                              ACC=acc, BLOCK_M=MASK_BLOCK, BLOCK_R=ROW_BLOCK)
+                              ACC=acc, UPCAST=self.dtype in (torch.float16, torch.bfloat16),
+                              BLOCK_M=MASK_BLOCK, BLOCK_R=ROW_BLOCK)
 
 
 def _strided_copy(src, dst):
@@ -453,6 +459,7 @@ class IndexPutBase(OperatorSpec):
             ]
         cs += [
             case(e, "int32", (2065, 33), idx=((529,), None), acc=True),
+            case(e, "int32", (30, 40, 5), mask=(0, (30, 40)), acc=True),
             case(e, "float32", (64, 32, 60), idx=((64, 1, 1), (1, 32, 1), (60,)), acc=False),
         ]
         return cs

@@ -46,9 +46,8 @@ def _src(o, scale, in_size):
 
 @triton.jit
 def _upsample_nearest2d_backward_kernel(g_ptr, out_ptr, n, C, IH, IW, OH, OW,
-                                        scale_h, scale_w, KH, KW,
+                                        sh, sw, KH, KW,
                                         gn, gc, gh, gw, on, oc, oh_, ow_,
-                                        H_FROM_SIZES: tl.constexpr, W_FROM_SIZES: tl.constexpr,
                                         BLOCK: tl.constexpr):
     # Gather form: one lane per input pixel sums every output pixel whose nearest source it
     # is. The map is monotone, so those form a run; its first index is within one of
@@ -63,12 +62,6 @@ def _upsample_nearest2d_backward_kernel(g_ptr, out_ptr, n, C, IH, IW, OH, OW,
     t = t // IH
     c = t % C
     b = t // C
-    sh = scale_h
-    sw = scale_w
-    if H_FROM_SIZES:
-        sh = tl.math.div_rn(IH.to(tl.float32), OH.to(tl.float32))
-    if W_FROM_SIZES:
-        sw = tl.math.div_rn(IW.to(tl.float32), OW.to(tl.float32))
     h0 = tl.maximum(tl.ceil(tl.math.div_rn(ih.to(tl.float32), sh)).to(tl.int64) - 1, 0)
     h0 += (_src(h0, sh, IH) < ih).to(tl.int64)
     h0 += (_src(h0, sh, IH) < ih).to(tl.int64)
@@ -95,15 +88,17 @@ def _f32(x):
 
 
 def _axis(in_size, out_size, scales):
-    # PyTorch uses the sizes (identity / halving) when out is in or 2 * in, else 1 / scales
-    # when given (> 0), else in / out in float32.
+    # PyTorch's float32 scale: in / out (identity / halving) when out is in or 2 * in, else
+    # 1 / scales when given (> 0), else in / out. A float32 kernel argument is the double
+    # rounded to nearest float32; for in / out that equals float32 division (sizes < 2**28
+    # cannot land a double on a float32 rounding midpoint).
     from_sizes = out_size in (in_size, 2 * in_size) or not scales or scales <= 0
     s = _f32(in_size / out_size if from_sizes else 1.0 / scales)
     # the longest run of outputs sharing a source: at most ceil(1 / s) exact ones plus one that
     # the float32 product rounds up into it; the last input index takes every output from its
     # run's start on
     run = max(math.ceil(1.0 / s) + 1, out_size - math.ceil((in_size - 1) / s) + 2)
-    return from_sizes, (1.0 if from_sizes else 1.0 / scales), max(1, min(run, out_size))
+    return (in_size / out_size if from_sizes else 1.0 / scales), max(1, min(run, out_size))
 
 
 def _backward(grad_output, output_size, input_size, scales_h, scales_w, grad_input):
@@ -112,13 +107,12 @@ def _backward(grad_output, output_size, input_size, scales_h, scales_w, grad_inp
     n = N * C * IH * IW
     if n == 0:
         return grad_input
-    h_sizes, sh, kh = _axis(IH, OH, scales_h)
-    w_sizes, sw, kw = _axis(IW, OW, scales_w)
+    sh, kh = _axis(IH, OH, scales_h)
+    sw, kw = _axis(IW, OW, scales_w)
     grid = (triton.cdiv(n, BLOCK),)
     _upsample_nearest2d_backward_kernel[grid](grad_output, grad_input, n, C, IH, IW, OH, OW,
                                               sh, sw, kh, kw, *grad_output.stride(),
-                                              *grad_input.stride(), H_FROM_SIZES=h_sizes,
-                                              W_FROM_SIZES=w_sizes, BLOCK=BLOCK)
+                                              *grad_input.stride(), BLOCK=BLOCK)
     return grad_input
 
 
