@@ -269,8 +269,13 @@ class Evaluator:
             names.append(f"hidden#{len(names)}")
             hidden.append(True)
         case_objs = [c for c, _, _ in cases]
-        probes = [i for i in range(len(calls))
-                  if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
+        if spec.kind is Kind.RANDOM:  # probed for fresh samples on a second call
+            probes = [i for i in range(len(calls))
+                      if all(e.value.numel() >= RANDOM_PROBE_MIN for e in expected[i])]
+            probes = probes[:PROBED_CASES]
+        else:
+            probes = [i for i in range(len(calls))
+                      if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
         replays = {}
         if "replay" in self.layers and spec.kind is not Kind.RANDOM:
             for i in probes:
@@ -437,8 +442,7 @@ class Evaluator:
                                      "call": _call_to_wire(p.calls[i]),
                                      "ghost": probe and "ghost" in self.layers
                                      and spec.kind is Kind.COMPUTE,
-                                     "repeat": probe and "determinism" in self.layers
-                                     and spec.kind is not Kind.RANDOM,
+                                     "repeat": probe and "determinism" in self.layers,
                                      "replay": _call_to_wire(p.replays[i][0])
                                      if i in p.replays else None}),
                         timeout=max(0.001, correctness_deadline - time.monotonic()))
@@ -613,6 +617,16 @@ class Evaluator:
             return Finding("determinism", "second-run-failed",
                            f"case {name}: the candidate failed when run a second time on the "
                            "same inputs")
+        if p.spec.kind is Kind.RANDOM:
+            # A random op must draw fresh samples on every call (PyTorch's generator advances).
+            pairs = [(a, b) for a, b in zip(first, second, strict=True)
+                     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
+            if pairs and all(a.shape == b.shape and same_bits(a, b) for a, b in pairs):
+                return Finding("determinism", "repeats-samples",
+                               f"case {name}: two calls on the same inputs returned the very same "
+                               "samples; a random op must draw new ones on every call (advance "
+                               "your seed or offset between calls)")
+            return None
         for o, a, b, exp in zip(p.calls[i].outputs, first, second, p.expected[i], strict=True):
             if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) \
                     or not exp.by_value:
@@ -853,6 +867,9 @@ def _informative(spec: OperatorSpec, case: Any, call: Call, expected: tuple[Expe
         if check(untouched, exp, spec.tolerance(case, exp.dtype)) is None:
             return False
     return True
+
+
+RANDOM_PROBE_MIN = 64  # elements: two honest draws of this many never coincide
 
 
 def _layout(wire: Any) -> Layout | None:
