@@ -63,8 +63,9 @@ def _diff_kernel(x_ptr, p_ptr, a_ptr, out_ptr, n_rows, n, P, L, A, Lo,
     else:
         acc = tl.zeros([BLOCK_R, BLOCK_L], dtype=tl.float32)
     # out[i] = sum_k (-1)^(n-k) C(n, k) cat[i + k], cat = prepend ++ self ++ append along dim
-    mag = n * 0 + 1                      # C(n, k), updated exactly as k grows
-    sgn = 1 - 2 * (n % 2)                # (-1)^(n-k)
+    # tensors from the start: n may arrive specialized as a constant (n == 1)
+    mag = tl.full([], 1, tl.int32)                   # C(n, k), updated exactly as k grows
+    sgn = tl.full([], 1, tl.int32) - 2 * (n % 2)     # (-1)^(n-k)
     for k in range(0, n + 1):
         j = cols[None, :] + k            # position in the concatenation
         in_p = mask & (j < P)

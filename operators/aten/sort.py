@@ -42,17 +42,22 @@ MERGE_BLOCK = 4096    # positions per program of a merge pass
 
 
 @triton.jit
-def _keys(x, cols, valid, IS_FLOAT: tl.constexpr, DESC: tl.constexpr):
-    if IS_FLOAT:
-        xf = x.to(tl.float32)                 # exact for float16 / bfloat16
-        bits = xf.to(tl.int32, bitcast=True)
-        k = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)    # float order as signed int order
-        k = tl.where(xf == 0, 0, k)                        # -0.0 and 0.0 compare equal
-        k = tl.where(xf != xf, 0x7FC00000, k)              # every nan: above inf, all equal
-    else:
+def _keys(x, cols, valid, KIND: tl.constexpr, INF: tl.constexpr, DESC: tl.constexpr):
+    # An int32 key whose signed order is PyTorch's order, from the bits alone (no float
+    # compares: subnormals keep their order under any flush-to-zero mode).
+    if KIND == 1:       # float32
+        bits = x.to(tl.int32, bitcast=True)
+        mag = bits & 0x7FFFFFFF
+    elif KIND == 2:     # float16 / bfloat16 (INF is the bit pattern of +inf)
+        bits = x.to(tl.int16, bitcast=True).to(tl.int32)
+        mag = bits & 0x7FFF
+    if KIND == 0:       # integers
         k = x.to(tl.int32)
+    else:
+        k = tl.where(bits < 0, -mag, mag)          # sign-magnitude: -0.0 and 0.0 both 0
+        k = tl.where(mag > INF, INF + 1, k)        # every nan: above inf, all equal
     if DESC:
-        k = -1 - k                                         # reverses the order, no overflow
+        k = -1 - k                                 # reverses the order, no overflow
     packed = (k.to(tl.int64) << 32) | cols
     return tl.where(valid, packed, 9223372034707292160 + cols)
 
@@ -63,7 +68,8 @@ def _rank_kernel(x_ptr, w_ptr, v_ptr, i_ptr, n_seg, chunks, L, Lpad,
                  xs0, xs1, xs2, xs3, xsl,
                  vs0, vs1, vs2, vs3, vsl,
                  is0, is1, is2, is3, isl,
-                 IS_FLOAT: tl.constexpr, DESC: tl.constexpr, DIRECT: tl.constexpr,
+                 KIND: tl.constexpr, INF: tl.constexpr, DESC: tl.constexpr,
+                 DIRECT: tl.constexpr,
                  BLOCK_S: tl.constexpr, B: tl.constexpr):
     # Sorts BLOCK_S segments (B keys of one row each): a key's place is the number of keys of
     # its segment below it.
@@ -82,7 +88,7 @@ def _rank_kernel(x_ptr, w_ptr, v_ptr, i_ptr, n_seg, chunks, L, Lpad,
     x_row = (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3)[:, None]
     valid = seg_mask[:, None] & (cols < L)
     x = tl.load(x_ptr + x_row + cols * xsl, mask=valid, other=0)
-    k = _keys(x, cols, valid, IS_FLOAT, DESC)
+    k = _keys(x, cols, valid, KIND, INF, DESC)
     rank = tl.sum((k[:, None, :] < k[:, :, None]).to(tl.int32), axis=2)
     dest = start[:, None] + rank
     if DIRECT:
@@ -166,7 +172,14 @@ def _sort(self, dim, descending, values, indices):
         return [0] * pad + [t.stride(i) for i in others] + [t.stride(dim)]
 
     meta = [*sizes[1:], *strides(self), *strides(values), *strides(indices)]
-    is_float = self.dtype.is_floating_point
+    if self.dtype == torch.float32:
+        kind, inf = 1, 0x7F800000
+    elif self.dtype == torch.float16:
+        kind, inf = 2, 0x7C00
+    elif self.dtype == torch.bfloat16:
+        kind, inf = 2, 0x7F80
+    else:
+        kind, inf = 0, 0
     b = min(triton.next_power_of_2(L), CHUNK)
     chunks = triton.cdiv(L, b)
     n_seg = n_rows * chunks
@@ -175,7 +188,7 @@ def _sort(self, dim, descending, values, indices):
     if chunks == 1:
         _rank_kernel[grid](
             self, indices, values, indices, n_seg, 1, L, b, *meta,
-            IS_FLOAT=is_float, DESC=bool(descending), DIRECT=True, BLOCK_S=block_s, B=b,
+            KIND=kind, INF=inf, DESC=bool(descending), DIRECT=True, BLOCK_S=block_s, B=b,
             num_warps=8)
         return values, indices
     # Long rows: sorted runs of CHUNK keys, then runs merged pairwise until one is left.
@@ -184,7 +197,7 @@ def _sort(self, dim, descending, values, indices):
     w_b = torch.empty((n_rows, Lpad), dtype=torch.int64, device=self.device)
     _rank_kernel[grid](
         self, w_a, values, indices, n_seg, chunks, L, Lpad, *meta,
-        IS_FLOAT=is_float, DESC=bool(descending), DIRECT=False, BLOCK_S=block_s, B=b,
+        KIND=kind, INF=inf, DESC=bool(descending), DIRECT=False, BLOCK_S=block_s, B=b,
         num_warps=8)
     total = n_rows * Lpad
     R = CHUNK
@@ -212,8 +225,10 @@ def sort_values(self, dim=-1, descending=False, *, values, indices):
     return _sort(self, dim, descending, values, indices)
 '''
 
-# Leaves -0.0 below 0.0 (raw IEEE order): equal keys then no longer keep their input order.
-NEGATIVE_SIGNED_ZERO = SOLUTION.replace("        k = tl.where(xf == 0, 0, k)", "")
+# The classic radix-sort key (negative floats: all bits but the sign flipped) puts -0.0 below
+# 0.0: equal zeros then no longer keep their input order.
+NEGATIVE_SIGNED_ZERO = SOLUTION.replace("k = tl.where(bits < 0, -mag, mag)",
+                                        "k = tl.where(bits < 0, -mag - 1, mag)")
 
 # Treats the sorted dim as the contiguous one (stride 1) in self, values and indices: right
 # for contiguous last-dim sorts only.
@@ -300,7 +315,7 @@ class Sort(OperatorSpec):
         cs: list[Case] = [
             case("sort", "float32", (1, 2), dim=-1, cpu=True),
             case("sort", "float32", (), dim=0, cpu=True),
-            case("sort_stable", "float32", (63, 145), dim=-1, stable=True, keys="ties",
+            case("sort_stable", "float32", (31, 145), dim=-1, stable=True, keys="ties",
                  cpu=True),
             case("sort_stable", "float16", (7, 17, 31), dim=0, stable=True, descending=True,
                  keys="ties", cpu=True),
@@ -310,7 +325,7 @@ class Sort(OperatorSpec):
             case("sort_stable", "int16", (20, 40), dim=-1, stable=True, keys="ties",
                  layout="strided", cpu=True),
             case("sort_values", "float32", (5, 7, 11, 13), dim=2, descending=True, cpu=True),
-            case("sort_stable", "float32", (2, 2500), dim=-1, stable=False, cpu=True),
+            case("sort_stable", "float32", (1, 2100), dim=-1, stable=False, cpu=True),
         ]
         for dt in (*_FLOATS, "int32", "int16"):
             cs += [
@@ -339,7 +354,7 @@ class Sort(OperatorSpec):
         out = []
         for dt in (*_FLOATS, "int32"):
             rank = rng.choice([1, 2, 3])
-            cap = {1: 3000, 2: 60, 3: 14}[rank] if small else {1: 300_000, 2: 3000, 3: 200}[rank]
+            cap = {1: 2000, 2: 40, 3: 10}[rank] if small else {1: 300_000, 2: 3000, 3: 200}[rank]
             shape = tuple(rng.randrange(2, cap + 1) for _ in range(rank))
             params: dict[str, object] = {
                 "dim": rng.randrange(-rank, rank), "descending": rng.random() < 0.5,
