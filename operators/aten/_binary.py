@@ -383,7 +383,6 @@ class BinaryProblem(OperatorSpec):
         if form in _SCALAR_SELF:
             other = self._tensor("other", c.shape, c, gen)
             args: tuple[Any, ...] = (c["self"], other)
-            shape = tuple(other.shape)
         else:
             pair = None if form in _SCALAR_OTHER else \
                 self.draw_pair(c.shape, tuple(c["other"]), c.torch_dtype, gen, c)
@@ -395,9 +394,13 @@ class BinaryProblem(OperatorSpec):
                 b = c["other"] if form in _SCALAR_OTHER else \
                     self._tensor("other", c["other"], c, gen)
             args = (a, b)
-            shape = tuple(a.shape) if form in _SCALAR_OTHER else \
-                tuple(torch.broadcast_shapes(a.shape, b.shape))
         if form in _OUT:
+            if form in _SCALAR_SELF:
+                shape = tuple(args[1].shape)
+            elif form in _SCALAR_OTHER:
+                shape = tuple(args[0].shape)
+            else:
+                shape = tuple(torch.broadcast_shapes(args[0].shape, args[1].shape))
             out = with_layout(torch.empty(shape, dtype=self.result_dtype(c.torch_dtype, kw)),
                               c.get("out_layout", "contiguous"))
             return Call(c.entry, args, {**kw, "out": out}, outputs=(Out.arg("out"),),
@@ -417,11 +420,10 @@ class BinaryProblem(OperatorSpec):
             return (Expected(value.to(out_dtype), out_dtype),)
         a64 = _f64(a)
         b64 = _f64(b)
-        value, scale = self.ref64(a64, b64, kw, out_dtype)
-        shape = torch.broadcast_shapes(a64.shape, b64.shape)
-        value = saturate(value.expand(shape), out_dtype)
+        value, scale = self.ref64(a64, b64, kw, out_dtype)  # of the broadcast shape
+        value = saturate(value, out_dtype)
         if scale is not None:
-            scale = scale.expand(shape)
+            scale = scale.expand(value.shape)
         return (Expected(value, out_dtype, scale),)
 
     def baseline(self, call: Call) -> object:
