@@ -141,7 +141,7 @@ def _merge_kernel(w_in, w_out, x_ptr, v_ptr, i_ptr, total, L, Lpad, R, steps,
         i1 = rem % s1
         i0 = rem // s1
         keep = m & (dest < L)      # padding sorts to the end of the row
-        idx = key & 0xFFFFFFFF
+        idx = key - ((key >> 32) << 32)   # the low 32 bits: the position in the row
         vals = tl.load(x_ptr + (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3) + idx * xsl,
                        mask=keep, other=0)
         tl.store(v_ptr + (i0 * vs0 + i1 * vs1 + i2 * vs2 + i3 * vs3) + dest * vsl, vals,
