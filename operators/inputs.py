@@ -77,8 +77,9 @@ def sprinkle_specials(t: torch.Tensor, gen: torch.Generator, fraction: float = 0
     flat = out.view(-1) if out.is_contiguous() else None
     if flat is None or out.numel() == 0:
         return out
-    n = max(1, int(out.numel() * fraction))
-    idx = torch.randint(0, out.numel(), (n,), generator=gen)
+    n = max(1, min(out.numel(), int(out.numel() * fraction)))
+    # distinct positions: assigning twice to one index is nondeterministic in PyTorch
+    idx = torch.randperm(out.numel(), generator=gen)[:n]
     vals = torch.tensor([float("inf"), float("-inf"), float("nan")], dtype=out.dtype)
     flat[idx] = vals[torch.arange(n) % 3]
     return out

@@ -83,6 +83,24 @@ def cpu_bench(fn: Callable[[], Any], warmup: int = 1, rep: int = 3,
     return q(0.5)
 
 
+def _lgamma(x: float) -> float:
+    """lgamma as the GPU's: +inf at the poles (0, -1, -2 …), where Python's raises."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _tgamma(x: float) -> float:
+    """tgamma as the GPU's: ±inf at ±0, NaN at negative integers, inf on overflow."""
+    try:
+        return math.gamma(x)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.copysign(math.inf, x) if x == 0 else math.nan
+
+
 def _np_unary(name: str) -> Callable[[Any], Any]:
     import numpy as np
 
@@ -91,8 +109,8 @@ def _np_unary(name: str) -> Callable[[Any], Any]:
         "exp10": lambda x: np.power(10.0, x),
         "erf": np.vectorize(math.erf, otypes=[np.float64]),
         "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-        "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]),
-        "tgamma": np.vectorize(math.gamma, otypes=[np.float64]),
+        "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
+        "tgamma": np.vectorize(_tgamma, otypes=[np.float64]),
         "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
         "nearbyint": np.rint,
         "fabs": np.abs,

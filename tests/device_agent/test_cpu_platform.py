@@ -3,6 +3,7 @@ or use bf16 dots pass; what the interpreter cannot run is a platform limit, not 
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -141,3 +142,20 @@ def test_casts_to_and_from_bfloat16_convert_values(dtype: torch.dtype) -> None:
     z = torch.empty(8, dtype=torch.int32)
     _to_bf16_and_back[(1,)](x, y, z, N=8)
     assert torch.equal(y, x.to(torch.bfloat16)) and torch.equal(z, x.to(torch.int32))
+
+
+@triton.jit
+def _gammas(x_ptr, lg_ptr, tg_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    tl.store(lg_ptr + i, libdevice.lgamma(x))
+    tl.store(tg_ptr + i, libdevice.tgamma(x))
+
+
+def test_gamma_functions_at_their_poles_are_values_not_crashes() -> None:
+    install_interpreter_support()
+    x = torch.tensor([0.0, -1.0, -2.0, 3.0])
+    lg, tg = torch.empty(4), torch.empty(4)
+    _gammas[(1,)](x, lg, tg, N=4)
+    assert torch.isinf(lg[:3]).all() and lg[3].item() == pytest.approx(math.log(2.0))
+    assert tg[0].item() == math.inf and torch.isnan(tg[1:3]).all() and tg[3].item() == 2.0
