@@ -8,6 +8,9 @@ floor_divide, pow, fmax, heaviside, logaddexp2, prelu). Registers nothing.
 - :class:`BinaryProblem` holds what the problems share: calls for every overload form
   (Tensor, Scalar, out, in-place, scalar base), inputs with edge values, the float64 reference
   plumbing, the baseline and the cost model; :func:`grid` and :func:`hidden` the case grids.
+- ``DIV_OP`` / ``DIV_WRAPPER_HELPERS`` and :class:`DivisionProblem`: the division kernel op
+  (true, 'trunc', 'floor' for floats and ints) and inputs (exact and near-integer quotients)
+  shared by aten::div, aten::div_ and aten::floor_divide.
 """
 
 from __future__ import annotations
