@@ -271,7 +271,8 @@ class Evaluator:
         case_objs = [c for c, _, _ in cases]
         if spec.kind is Kind.RANDOM:  # probed for fresh samples on a second call
             probes = [i for i in range(len(calls))
-                      if all(e.value.numel() >= RANDOM_PROBE_MIN for e in expected[i])]
+                      if all(e.judge is not None and e.value.numel() >= RANDOM_PROBE_MIN
+                             for e in expected[i])]
             probes = probes[:PROBED_CASES]
         else:
             probes = [i for i in range(len(calls))

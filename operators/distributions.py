@@ -146,3 +146,42 @@ class PoissonJudge:
                     return (f"the {what} of the samples for rates in [{lo:.3g}, {hi:.3g}] is off "
                             f"(z = {z:.1f}, beyond {limit:.1f}: false-failure rate {ALPHA:g})")
         return None
+
+
+@dataclass(frozen=True)
+class RReluJudge:
+    """rrelu in training mode, for its output (``of_noise`` False) or its noise tensor: where
+    ``x`` > 0 the output is x and the noise 1; where x <= 0 the noise is a ~ U(lower, upper)
+    and the output x * a. The slopes (noise, or output / x where x < 0) must lie in
+    [lower, upper] up to ``rel`` (the output dtype's rounding) and pass a Kolmogorov–Smirnov
+    test against U(lower, upper). Power: slopes drawn from U(0, upper) (lower forgotten) on
+    2,000 negative elements are caught with probability > 99.99 % (they leave the interval)."""
+
+    x: torch.Tensor
+    lower: float
+    upper: float
+    of_noise: bool
+    rel: float
+
+    def __call__(self, out: torch.Tensor) -> str | None:
+        v = out.detach().reshape(-1).double()
+        x = self.x.reshape(-1).double()
+        pos = x > 0
+        if self.of_noise:
+            if bool((v[pos] != 1).any()):
+                return "noise must be 1 where self > 0"
+            slopes = v[~pos]
+        else:
+            if bool((v[pos] != x[pos]).any()):
+                return "the output must equal self where self > 0"
+            if bool((v[x == 0] != 0).any()):
+                return "the output must be 0 where self is 0"
+            neg = x < 0
+            slopes = v[neg] / x[neg]
+        lo, hi = self.lower * (1 - self.rel), self.upper * (1 + self.rel)
+        if bool(((slopes < lo) | (slopes > hi)).any()):
+            return f"slopes outside [{self.lower:g}, {self.upper:g}]"
+        clipped = slopes.clamp(self.lower, self.upper)
+        width = self.upper - self.lower
+        return _ks(torch.sort(clipped).values, lambda t: (t - self.lower) / width,
+                   f"U({self.lower:g}, {self.upper:g})")

@@ -53,3 +53,20 @@ def test_poisson_judge_rate_and_power() -> None:
 
 def test_the_stated_false_failure_rate() -> None:
     assert ALPHA == 1e-6
+
+
+def test_rrelu_judge_rate_and_power() -> None:
+    from operators.distributions import RReluJudge
+
+    x = torch.randn(4096, generator=_gen(3), dtype=torch.float64)
+    out_judge = RReluJudge(x, 0.125, 1 / 3, False, 1e-15)
+    noise_judge = RReluJudge(x, 0.125, 1 / 3, True, 1e-15)
+    for i in range(HONEST):
+        torch.manual_seed(300 + i)
+        noise = torch.empty_like(x)
+        out = torch.ops.aten.rrelu_with_noise(x, noise, 0.125, 1 / 3, True)
+        assert out_judge(out) is None and noise_judge(noise) is None
+    for i in range(WRONG):  # lower forgotten: slopes from U(0, 1/3)
+        a = torch.rand(4096, generator=_gen(9000 + i), dtype=torch.float64) / 3
+        assert out_judge(torch.where(x > 0, x, x * a)) is not None
+        assert noise_judge(torch.where(x > 0, torch.ones_like(x), a)) is not None
