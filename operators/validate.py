@@ -36,7 +36,11 @@ def _same(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> bool:
     return all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(a, b, strict=True))
 
 
-def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345) -> ValidationReport:
+def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345, *,
+             controls: bool = False, device: str = "cpu") -> ValidationReport:
+    """Check ``spec`` itself (see the module docstring); with ``controls`` also run its
+    reference solution (public and hidden cases) and its negative controls (public cases) on
+    ``device`` — on ``cpu`` this needs ``TRITON_INTERPRET=1`` set before triton is imported."""
     t0 = time.monotonic()
     rep = ValidationReport()
     cases = spec.public_cases(tier) + list(spec.hidden_cases(random.Random(seed), tier))
@@ -88,5 +92,29 @@ def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345) -> Va
             rep.problems.append(f"benchmark {c.name}: {need / 2**30:.1f} GiB of inputs and "
                                 f"outputs exceeds the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB "
                                 "budget")
+    if controls:
+        _check_controls(spec, tier, rep, device)
     rep.seconds = time.monotonic() - t0
     return rep
+
+
+def _check_controls(spec: OperatorSpec, tier: Tier, rep: ValidationReport, device: str) -> None:
+    """The reference solution passes every case; each negative control is plausible (passes
+    a public case), caught (fails one) and wrong rather than crashing."""
+    from operators.testing import run_cases
+
+    rep.checks += 1
+    for o in run_cases(spec, spec.solution, tier=tier, seed=1, device=device):
+        if not o.passed:
+            why = o.mismatch.summary if o.mismatch else (o.error or "").strip().splitlines()[-1:]
+            rep.problems.append(f"reference solution fails {o.case.name}: {str(why)[:300]}")
+            break
+    for neg in spec.negatives:
+        rep.checks += 1
+        public = run_cases(spec, neg.source, tier=tier, seed=0, hidden=False, device=device)
+        if any(o.error for o in public):
+            rep.problems.append(f"negative {neg.name} crashes instead of being wrong")
+        elif all(o.passed for o in public):
+            rep.problems.append(f"negative {neg.name} passes every public case: not caught")
+        elif not any(o.passed for o in public):
+            rep.problems.append(f"negative {neg.name} passes no public case: not plausible")

@@ -106,15 +106,24 @@ def show_cmd(op_id: str, solution: bool, negative: str | None, prompt: bool) -> 
 @click.argument("op_ids", nargs=-1, metavar="[ID...]")
 @click.option("--tier", type=click.Choice(["cpu", "full"]), default="cpu", show_default=True,
               help="which correctness cases to check")
-def validate_cmd(op_ids: tuple[str, ...], tier: str) -> None:
+@click.option("--controls/--no-controls", default=True, show_default=True,
+              help="also run each reference solution and negative control (on the GPU if "
+                   "there is one, else under Triton's interpreter)")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0.0), default=60.0,
+              show_default=True, help="seconds a problem may take; slower ones fail")
+def validate_cmd(op_ids: tuple[str, ...], tier: str, controls: bool, budget_s: float) -> None:
     """Check problems themselves: deterministic reference, tolerances that accept PyTorch in
-    the case's own precision, memory budget, informative outputs."""
+    the case's own precision, memory budget, informative outputs; with --controls (default)
+    the reference solution passes and every negative control is caught."""
+    device = _controls_device() if controls else "cpu"
     from operators.validate import validate
 
     specs = [_spec_or_exit(i) for i in op_ids] if op_ids else operators.all_specs()
     failed = 0
     for spec in specs:
-        report = validate(spec, Tier(tier))
+        report = validate(spec, Tier(tier), controls=controls, device=device)
+        if budget_s and report.seconds > budget_s:
+            report.problems.append(f"took {report.seconds:.1f}s, over the {budget_s:g}s budget")
         mark = click.style("ok  ", fg="green") if report.ok else click.style("FAIL", fg="red")
         click.echo(f"{mark} {spec.ref:40s} {report.checks} checks, {report.seconds:.1f}s")
         for p in report.problems:
@@ -123,3 +132,19 @@ def validate_cmd(op_ids: tuple[str, ...], tier: str) -> None:
     if failed:
         click.echo(f"{failed} of {len(specs)} problems failed validation", err=True)
         sys.exit(1)
+
+
+def _controls_device() -> str:
+    """Where controls run: the GPU if torch sees one, else the CPU under Triton's interpreter
+    (set up before triton is first imported, with the cpu platform's interpreter support)."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from device_agent.platforms.cpu import install_interpreter_support
+
+    install_interpreter_support()
+    return "cpu"

@@ -43,3 +43,18 @@ def test_benchmark_cases_over_the_memory_budget_are_caught(monkeypatch: pytest.M
                         lambda self, c: operators.spec.Cost(flops=1.0, bytes=9 * 2.0**30))
     report = validate(spec, Tier.CPU)
     assert any("exceeds the 8 GiB budget" in p for p in report.problems)
+
+
+def test_controls_are_run_and_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    from device_agent.platforms.cpu import install_interpreter_support
+
+    install_interpreter_support()
+    spec = operators.get("aten::zeros")
+    assert validate(spec, Tier.CPU, controls=True).ok
+    same = operators.Negative("same", "the solution itself", spec.solution)
+    monkeypatch.setattr(type(spec), "negatives", (same,))
+    monkeypatch.setattr(type(spec), "solution", spec.solution.replace("_fill(out, 0)",
+                                                                        "_fill(out, 1)"))
+    problems = validate(spec, Tier.CPU, controls=True).problems
+    assert any(p.startswith("reference solution fails") for p in problems)
+    assert any("not plausible" in p or "not caught" in p for p in problems)
