@@ -76,7 +76,9 @@ def _softmax_kernel(x_ptr, out_ptr, n_rows, L,
             x = x.to(out_ptr.dtype.element_ty).to(tl.float32)
             x = tl.where(row_mask[:, None], x, 0.0)
             m_new = tl.maximum(m, tl.max(x, axis=1))
-            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)
+            # while every element so far is -inf, subtract 0 (not -inf: -inf - -inf is NaN)
+            m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s = s * tl.exp(m - m_sub) + tl.sum(tl.exp(x - m_sub[:, None]), axis=1)
             m = m_new
         for start in range(0, L, BLOCK_L):
             c = start + cols
@@ -130,7 +132,7 @@ def softmax_int_out(self, dim, dtype=None, *, out):
 NEGATIVE_NO_MAX = (
     SOLUTION
     .replace("e = tl.exp(x - m[:, None])", "e = tl.exp(x)")
-    .replace("s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)",
+    .replace("s = s * tl.exp(m - m_sub) + tl.sum(tl.exp(x - m_sub[:, None]), axis=1)",
              "s = s + tl.sum(tl.exp(x), axis=1)")
     .replace("y = tl.exp(x - m[:, None]) / s[:, None]", "y = tl.exp(x) / s[:, None]")
 )
@@ -138,7 +140,7 @@ NEGATIVE_NO_MAX = (
 # Online softmax that forgets to rescale the running sum when the running max grows: right
 # whenever a row fits in one block, wrong for rows longer than MAX_BLOCK_L.
 NEGATIVE_NO_RESCALE = SOLUTION.replace(
-    "s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new[:, None]), axis=1)",
+    "s = s * tl.exp(m - m_sub) + tl.sum(tl.exp(x - m_sub[:, None]), axis=1)",
     "s = s + tl.sum(tl.exp(x - m_new[:, None]), axis=1)")
 
 # Treats the softmax dim as the innermost, unit-stride one: right for contiguous last-dim cases.

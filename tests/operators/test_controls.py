@@ -37,3 +37,17 @@ def test_negative_control_is_plausible_but_caught(spec: operators.OperatorSpec,
     assert not errors, f"negative {negative.name} crashes instead of being wrong: {errors[0]}"
     assert any(o.passed for o in public), f"negative {negative.name} passes no public case"
     assert not all(o.passed for o in public), f"negative {negative.name} passes every public case"
+
+
+def test_softmax_reference_survives_a_fully_masked_first_block() -> None:
+    """Rows longer than one block whose first block is all -inf (masked attention rows): the
+    online pass must not compute -inf - -inf."""
+    import torch
+
+    from operators.testing import load_module
+
+    module = load_module(operators.get("aten::softmax").solution)
+    x = torch.randn(2, 4100)
+    x[0, :4096] = float("-inf")
+    x[1, :] = float("-inf")  # a fully masked row is NaN, as in PyTorch
+    torch.testing.assert_close(module.softmax_int(x, -1), torch.softmax(x, -1), equal_nan=True)
