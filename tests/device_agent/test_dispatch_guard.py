@@ -30,7 +30,9 @@ def _patched() -> None:
 def _ops(spec: operators.OperatorSpec, source: str) -> set[str]:
     module = load_module(source)
     seen: set[str] = set()
-    for i, c in enumerate(spec.public_cases(Tier.CPU)):
+    # The first four cpu cases (as the launch-accounting test): the reference solution's own
+    # tests already run every case, this one only needs its wrapper's torch calls.
+    for i, c in enumerate(spec.public_cases(Tier.CPU)[:4]):
         call = prepare(spec.make_call(c, torch.Generator().manual_seed(i)), "cpu")
         guard = DispatchGuard(spec.kind)
         with guard:

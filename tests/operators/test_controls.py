@@ -21,7 +21,7 @@ install_interpreter_support()
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
 def test_reference_solution_passes(spec: operators.OperatorSpec) -> None:
-    for seed in (0, 1):
+    for seed in (0,):  # one hidden-case seed in CI; `kgb operators validate` uses another
         outcomes = run_cases(spec, spec.solution, tier=Tier.CPU, seed=seed)
         bad = [(o.case.name, o.mismatch or o.error) for o in outcomes if not o.passed]
         assert not bad, f"{spec.id} reference fails: {bad[:2]}"
