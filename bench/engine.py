@@ -12,8 +12,8 @@ every public and hidden case, then timing. Verdicts of the candidates run both w
 
 ``repeatability`` evaluates the reference solutions of ``aten::add`` (memory-bound) and
 ``aten::mm`` (its 4096^3 bf16 case) ``--repeats`` times each, all submitted at once (so other
-evaluations' checking runs around every timed case), and reports the coefficient of variation of
-each benchmark case's reported median.
+evaluations' checking runs around every timed case) or, with ``--sequential``, one at a time,
+and reports the coefficient of variation of each benchmark case's reported median.
 
 ``copy`` measures the device's peak bandwidth the way the agent does (``device_agent.peaks``)
 and times a plain Triton copy kernel with the agent's timer protocol (rotating buffers, L2 flush,
@@ -126,9 +126,14 @@ def repeatability(args: argparse.Namespace) -> None:
         asyncio.run(agent.wait_serving(timeout=600))
 
         async def both() -> None:
+            ops = ("aten::add", "aten::mm")
+            if args.sequential:  # one evaluation at a time: a quiet device
+                for op in ops:
+                    out[op] = [_row(v) for v in await _evaluate_all(
+                        agent.address, [operators.get(op).solution] * args.repeats, op, 1)]
+                return
             # All at once: each timed case holds the device alone while the other evaluations'
             # correctness work goes on around it, as in a real sweep.
-            ops = ("aten::add", "aten::mm")
             results = await asyncio.gather(*(
                 _evaluate_all(agent.address, [operators.get(op).solution] * args.repeats, op,
                               args.repeats) for op in ops))
@@ -136,7 +141,10 @@ def repeatability(args: argparse.Namespace) -> None:
                 out[op] = [_row(v) for v in verdicts]
 
         asyncio.run(both())
-    (args.out / "repeatability.json").write_text(json.dumps(out, indent=1))
+    tag = "-sequential" if args.sequential else ""
+    (args.out / f"repeatability{tag}.json").write_text(json.dumps(out, indent=1))
+    print(f"{'sequential' if args.sequential else 'all 2x' + str(args.repeats) + ' at once'}, "
+          f"{args.workers} workers\n")
     print("| problem | case | median of medians µs | CV of medians | min–max µs | samples "
           "| SM MHz | max °C |")
     print("|---|---|---|---|---|---|---|---|")
@@ -232,6 +240,8 @@ def main() -> None:
         if name == "repeatability":
             p.add_argument("--repeats", type=int, default=10)
             p.add_argument("--workers", type=int, default=8)
+            p.add_argument("--sequential", action="store_true",
+                           help="one evaluation at a time instead of all at once")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     args.fn(args)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
-#   bash bench/h200.sh setup gputests corpus copy throughput repeatability suite
+#   bash bench/h200.sh setup gputests corpus copy throughput repeatability repeatseq suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
 # grpcio-reflection, orjson, rich). Raw results go to $OUT (default bench/results/h200).
 set -uo pipefail
@@ -30,11 +30,15 @@ for step in "$@"; do
     copy|throughput|repeatability)
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
+    repeatseq)
+      timeout "${STEP_S:-300}" python3 bench/engine.py repeatability --sequential --out "$OUT" \
+        > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
     suite)
       python3 -m coordinator agent serve --platform cuda --port 50151 > "$OUT/suite-agent.log" 2>&1 &
       AGENT=$!
       timeout "${SUITE_S:-400}" python3 bench/reference_suite.py --agent 127.0.0.1:50151 \
-        --out "$OUT/reference.jsonl" > "$OUT/suite.md" 2> "$OUT/suite.log"
+        --out "${SUITE_OUT:-$OUT/reference.jsonl}" --jobs "${SUITE_JOBS:-8}" ${SUITE_ARGS:-} \
+        > "$OUT/suite.md" 2> "$OUT/suite.log"
       echo "exit $?"; cat "$OUT/suite.md"
       kill -TERM $AGENT; wait $AGENT ;;
     *) echo "unknown step $step"; exit 2 ;;

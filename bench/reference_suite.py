@@ -1,7 +1,9 @@
 """Evaluate every problem's reference solution and negative controls through ``kgb eval``.
 
 Writes raw verdicts as JSONL (resumable: re-running skips what is already there) and prints a
-Markdown table for docs/BENCHMARKS.md. Used on the H200 for the foundation table:
+Markdown table for docs/BENCHMARKS.md. Several problems are evaluated at once (``--jobs``), so
+their correctness overlaps on the agent while each timed case still has the device alone.
+Used on the H200 for the foundation and ATen tables:
 
     python bench/reference_suite.py --out bench/results/h200-reference.jsonl [--agent HOST:PORT]
 """
@@ -9,11 +11,13 @@ Markdown table for docs/BENCHMARKS.md. Used on the H200 for the foundation table
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import math
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import orjson
@@ -35,6 +39,8 @@ def main() -> int:
     ap.add_argument("--platform", default="auto")
     ap.add_argument("--op", action="append", default=None, help="limit to these problems")
     ap.add_argument("--no-negatives", action="store_true")
+    ap.add_argument("--jobs", type=int, default=8,
+                    help="problems evaluated at once (timing stays exclusive on the agent)")
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -50,21 +56,56 @@ def main() -> int:
 
         asyncio.run(wait())
     tmp = Path(tempfile.mkdtemp(prefix="kgb-bench-"))
+    done = _done(args.out)
+    jobs: list[tuple[str, Path]] = []
     for spec in specs:
+        files = {"reference.py": spec.solution}
+        if not args.no_negatives:
+            files.update({f"negative_{n.name}.py": n.source for n in spec.negatives})
+        todo = {name: src for name, src in files.items() if (spec.id, name) not in done}
+        if not todo:
+            continue
         d = tmp / spec.id.replace("::", "__")
         d.mkdir()
-        (d / "reference.py").write_text(spec.solution)
-        if not args.no_negatives:
-            for n in spec.negatives:
-                (d / f"negative_{n.name}.py").write_text(n.source)
-        cmd = _kgb("eval", str(d), "--op", spec.id, "--json", "--out", str(args.out), "--resume")
+        for name, src in todo.items():
+            (d / name).write_text(src)
+        jobs.append((spec.id, d))
+    print(f"{len(jobs)} problem(s) to evaluate, {args.jobs} at a time "
+          f"({len(specs) - len(jobs)} already in {args.out})", file=sys.stderr, flush=True)
+    lock = threading.Lock()
+    finished = 0
+
+    def run(job: tuple[str, Path]) -> None:
+        nonlocal finished
+        op, d = job
+        part = d / "verdicts.jsonl"
+        cmd = _kgb("eval", str(d), "--op", op, "--json", "--out", str(part))
         cmd += ["--agent", args.agent] if args.agent else ["--platform", args.platform]
-        print(f"== {spec.id}", file=sys.stderr, flush=True)
-        r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
-        if r.returncode != 0:
-            print(f"kgb eval exited {r.returncode} for {spec.id}", file=sys.stderr)
+        r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with lock:  # one writer appends whole verdict lines to the shared file
+            if part.exists():
+                with args.out.open("ab") as f:
+                    f.write(part.read_bytes())
+            finished += 1
+            rows = [orjson.loads(x) for x in part.read_bytes().splitlines()] if part.exists() else []
+            print(f"[{finished}/{len(jobs)}] {op}: "
+                  + (", ".join(f"{Path(x.get('file', '')).stem} {x['status']}" for x in rows)
+                     or f"no verdicts (kgb eval exited {r.returncode}: "
+                        f"{r.stderr.decode(errors='replace')[-300:]})"),
+                  file=sys.stderr, flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(run, jobs))
     print(table(args.out))
     return 0
+
+
+def _done(path: Path) -> set[tuple[str, str]]:
+    """(operator, file name) pairs already in ``path``: a re-run skips them (resume)."""
+    if not path.exists():
+        return set()
+    rows = [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
+    return {(r["operator"], Path(r.get("file", "")).name) for r in rows}
 
 
 def table(path: Path) -> str:

@@ -2,39 +2,61 @@
 
 Compile and correctness of several candidates overlap on one device (their kernels are short and
 their time is mostly host work), but nothing else may run on the device while a case is timed,
-or a neighbour's kernels would show up in the samples. A writer-preferring readers-writer lock:
-once a timer waits, new checking calls wait behind it, so timing is never starved by a stream
-of correctness calls; timers are served in arrival order.
+or a neighbour's kernels would show up in the samples.
+
+A phase-fair readers-writer lock. Timers are served in arrival order, and once a timer waits,
+checkers that arrive later wait behind it — so a stream of checking calls never starves timing.
+But when a timer releases the device, every checker that was waiting gets in before the next
+timer, however many timers queue — so a queue of timers never starves checking either. A checker
+waits for at most one timed case, a timer for at most one batch of checking calls plus the
+timers ahead of it. (A writer-preferring lock made candidates' correctness wait behind every
+queued timed case; under load the whole agent moved in lock-step.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 
 
 class DeviceGate:
-    """Readers-writer lock for one device (asyncio, one event loop)."""
+    """Phase-fair readers-writer lock for one device (asyncio, one event loop)."""
 
     def __init__(self) -> None:
         self._cond = asyncio.Condition()
         self._shared = 0
         self._exclusive = False
-        self._writers_waiting = 0
+        self._timers: collections.deque[int] = collections.deque()  # waiting, in arrival order
+        self._tickets = itertools.count()
+        self._phase = 0  # counts timer releases
+        self._blocked = 0  # checkers waiting for the next release
+        self._admitted = 0  # checkers let in by the last release that have not entered yet
 
     @property
     def state(self) -> tuple[int, bool, int]:
         """(shared holders, held exclusively, timers waiting): for Describe and tests."""
-        return self._shared, self._exclusive, self._writers_waiting
+        return self._shared, self._exclusive, len(self._timers)
 
     @contextlib.asynccontextmanager
     async def shared(self, timeout: float | None = None) -> AsyncIterator[None]:
         """Hold the device with other checkers; raises TimeoutError after ``timeout`` s."""
         async with self._cond:
-            await asyncio.wait_for(
-                self._cond.wait_for(lambda: not self._exclusive and not self._writers_waiting),
-                timeout)
+            if self._exclusive or self._timers:
+                phase = self._phase
+                self._blocked += 1
+                try:
+                    await asyncio.wait_for(self._cond.wait_for(lambda: self._phase != phase), timeout)
+                except BaseException:
+                    if self._phase == phase:
+                        self._blocked -= 1
+                    else:  # let in, but gave up before entering: the next timer need not wait
+                        self._admitted -= 1
+                        self._cond.notify_all()
+                    raise
+                self._admitted -= 1
             self._shared += 1
         try:
             yield
@@ -47,17 +69,30 @@ class DeviceGate:
     async def exclusive(self, timeout: float | None = None) -> AsyncIterator[None]:
         """Hold the device alone; raises TimeoutError after ``timeout`` s of waiting."""
         async with self._cond:
-            self._writers_waiting += 1
+            ticket = next(self._tickets)
+            self._timers.append(ticket)
             try:
-                await asyncio.wait_for(
-                    self._cond.wait_for(lambda: not self._exclusive and self._shared == 0),
-                    timeout)
-            finally:
-                self._writers_waiting -= 1
+                await asyncio.wait_for(self._cond.wait_for(
+                    lambda: self._timers[0] == ticket and not self._exclusive
+                    and self._shared == 0 and self._admitted == 0), timeout)
+            except BaseException:
+                self._timers.remove(ticket)
+                if not self._timers and not self._exclusive:  # nobody left to release blocked checkers
+                    self._release_checkers()
+                self._cond.notify_all()
+                raise
+            self._timers.popleft()
             self._exclusive = True
         try:
             yield
         finally:
             async with self._cond:
                 self._exclusive = False
+                self._release_checkers()
                 self._cond.notify_all()
+
+    def _release_checkers(self) -> None:
+        """Start a new phase: every checker waiting now may enter before the next timer."""
+        self._phase += 1
+        self._admitted += self._blocked
+        self._blocked = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -24,7 +25,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -724,36 +725,56 @@ class Evaluator:
             if msg.get("type") != kind or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
 
+        @contextlib.asynccontextmanager
+        async def holding(mode: Callable[[float], Any]) -> AsyncIterator[tuple[float, float]]:
+            """Hold the gate in ``mode`` (shared or exclusive); yields (asked, got). Time spent
+            waiting is the agent's load: it extends the stage's deadline."""
+            nonlocal timing_deadline
+            asked = waits[1] = time.monotonic()
+            async with mode(self._gate_timeout(deadline)):
+                got = time.monotonic()
+                waits[1] = 0.0
+                waits[0] += got - asked
+                timing_deadline = min(timing_deadline + got - asked,
+                                      deadline - self.budgets.margin_s)
+                yield asked, got
+
         for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
             # Host-side input generation needs no gate; the upload shares the device.
+            t_build = time.monotonic()
             await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
             await expect("built", index)
-            asked = waits[1] = time.monotonic()
-            async with gate.shared(self._gate_timeout(deadline)):
-                waits[1] = 0.0
-                waits[0] += time.monotonic() - asked
-                timing_deadline = min(timing_deadline + time.monotonic() - asked,
-                                      deadline - self.budgets.margin_s)
+            async with holding(gate.shared) as (asked, t_upload):
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
-            asked = waits[1] = time.monotonic()
-            async with gate.exclusive(self._gate_timeout(deadline)):
-                went = time.monotonic()
-                waits[1] = 0.0
-                waits[0] += went - asked
-                timing_deadline = min(timing_deadline + went - asked,
-                                      deadline - self.budgets.margin_s)
+            async with holding(gate.exclusive) as (asked_x, went):
                 await worker.send({"type": "go", "nonce": nonce, "index": index})
                 msg = await recv(timing_deadline)
                 wall = time.monotonic() - went
             if self.metrics is not None:  # outside the exclusive window, which is being timed
-                self.metrics.timing_lock_waited(self.gates.index(gate), went - asked)
+                self.metrics.timing_lock_waited(self.gates.index(gate), went - asked_x)
             if msg.get("type") == "timing_error":
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
             if msg.get("type") != "timing" or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
-            rechecks.append((case, seed, msg.get("recheck_outputs")))
-            tampered = [str(t) for t in (msg.get("integrity") or [])]
+            # One more call on pristine inputs, with the device shared: its outputs (as large
+            # as the case) cross the channel without holding up other timers.
+            async with holding(gate.shared) as (asked_r, t_recheck):
+                await worker.send({"type": "recheck", "nonce": nonce, "index": index})
+                rmsg = await recv(timing_deadline)
+            if rmsg.get("type") == "timing_error":
+                raise _TimingFailed(str(rmsg.get("message", "")), str(rmsg.get("traceback", "")))
+            if rmsg.get("type") != "rechecked" or rmsg.get("index") != index:
+                raise _TimingFailed(f"unexpected worker message {rmsg.get('type')!r}", "")
+            log.debug("%s %s timing %s: build %.2fs, upload wait %.2fs + %.2fs, exclusive wait "
+                      "%.2fs + held %.2fs (measured %.2fs, %d samples), recheck wait %.2fs + %.2fs",
+                      p.spec.ref, p.candidate_hash[:12], case.name, asked - t_build,
+                      t_upload - asked, asked_x - t_upload, went - asked_x, wall,
+                      float(msg.get("wall_s", 0.0)), int(msg.get("samples", 0)),
+                      t_recheck - asked_r, time.monotonic() - t_recheck)
+            rechecks.append((case, seed, rmsg.get("outputs")))
+            tampered = list(dict.fromkeys(
+                str(t) for t in (msg.get("integrity") or []) + (rmsg.get("integrity") or [])))
             if tampered and "integrity" in self.layers:
                 found.append(Finding("integrity", "harness-tampered",
                                      f"while timing {case.name}: " + "; ".join(tampered[:5])))

@@ -248,24 +248,22 @@ def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device:
 
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
               budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
-    """:func:`build_sets`, :func:`upload_sets` and :func:`measure` in one go, for callers
-    without a device gate (tests, benchmarks)."""
+    """:func:`build_sets`, :func:`upload_sets`, :func:`measure` and :func:`recheck` (its outputs
+    under ``recheck_outputs``) in one go, for callers without a device gate (tests, benchmarks)."""
     timer = timer or timer_for(device)
     l2_bytes = l2_bytes if l2_bytes > 0 else timer.l2_bytes()
     cpu_sets = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes)
     sets = upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes, timer=timer)
-    return measure(sets, fn, budget_s=budget_s)
+    result = measure(sets, fn, budget_s=budget_s)
+    del sets
+    return {**result, "recheck_outputs": recheck(spec, cpu_sets[0], fn, device=device, timer=timer)}
 
 
 def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dict[str, Any]:
     """Time ``fn`` and the spec's baseline on prepared ``sets``; medians and CIs in microseconds.
-    Run while the device is held exclusively.
-
-    Afterwards the candidate runs once more on a pristine copy of input set 0;
-    its outputs are returned under ``recheck_outputs`` for the agent to compare with its own
-    reference, so a kernel that is right while checked and wrong while timed is caught.
+    Run while the device is held exclusively; :func:`recheck` follows once it is shared again.
     """
-    spec, device, timer, flush = sets.spec, sets.device, sets.timer, sets.flush
+    spec, timer, flush = sets.spec, sets.timer, sets.flush
     cand_sets, base_sets, cpu_sets = sets.cand_sets, sets.base_sets, sets.cpu_sets
     n_sets = len(cpu_sets)
 
@@ -320,11 +318,6 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
             base += [b1, b2]
     wall = time.perf_counter() - wall0
 
-    recheck = prepare(cpu_sets[0], device)
-    result = invoke(fn, recheck)
-    timer.sync()
-    outputs = [wire_output(o) for o in collect(recheck, result)]
-
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
     return {"l2_bytes": sets.l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
@@ -332,5 +325,15 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
             "samples_sum_us": sum(cand) + sum(base),
             "wall_s": wall, "input_sets": n_sets, "throttled_discarded": discarded,
             "sm_clock_mhz": sum(clocks) / len(clocks) if clocks else None,
-            "temperature_c": max(temps) if temps else None,
-            "recheck_outputs": outputs}
+            "temperature_c": max(temps) if temps else None}
+
+
+def recheck(spec: OperatorSpec, cpu_set: Call, fn: Callable[..., Any], *, device: str,
+            timer: Timer) -> list[Any]:
+    """The candidate's outputs on a pristine device copy of the first timing input set, for the
+    agent to compare with its own reference: a kernel right while checked and wrong while timed
+    (skipped work on repeats, a cached result) is caught. Needs no exclusive device."""
+    call = prepare(cpu_set, device)
+    result = invoke(fn, call)
+    timer.sync()
+    return [wire_output(o) for o in collect(call, result)]

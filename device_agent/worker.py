@@ -268,12 +268,13 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------
-    # Per case: "prepare" (input sets built while other workers may use the device), then "go"
-    # (measured while the agent holds the device for this worker alone).
+    # Per case: "prepare" (input sets built on the host), "upload" (while other workers may use
+    # the device), "go" (measured while the agent holds the device for this worker alone), then
+    # "recheck" (one more call on pristine inputs, its outputs sent back with the device shared).
     cmd = ch.recv()
     if cmd.get("type") != "time":
         return
-    from device_agent.timing import build_sets, measure, timer_for, upload_sets
+    from device_agent.timing import build_sets, measure, recheck, timer_for, upload_sets
 
     timer = timer_for(device)
     l2_bytes = int(cmd["l2_bytes"]) or timer.l2_bytes()
@@ -297,11 +298,18 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             result = measure(sets, fn, budget_s=float(cmd["budget_s"]))
             result["integrity"] = tampering()
             del sets
+            ch.send({"type": "timing", "index": index, **result})
+            # The re-check's outputs can be large: they travel once the device is shared again.
+            if ch.recv().get("type") != "recheck":
+                return
+            outputs = recheck(spec, cpu_sets[0], fn, device=device, timer=timer)
+            del cpu_sets
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
-        ch.send({"type": "timing", "index": index, **result})
+        ch.send({"type": "rechecked", "index": index, "outputs": outputs,
+                 "integrity": tampering()})
 
 
 def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,

@@ -239,6 +239,7 @@ class WorkerPool:
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reaping: set[asyncio.Task[None]] = set()
         self.busy = 0
         self.waiting = 0
         self.system_info: dict[str, Any] = {}  # from the first worker that became ready
@@ -322,11 +323,19 @@ class WorkerPool:
         self._spawn_replacement()
         return w
 
-    async def release(self, w: Worker) -> int | None:
-        """Dispose of a used worker (workers are never reused)."""
+    async def release(self, w: Worker) -> None:
+        """Dispose of a used worker (workers are never reused). Its processes are killed at
+        once; the reaping (a CUDA context's teardown uses the device) goes on in the background,
+        so the candidate's verdict does not wait for it."""
         self.busy -= 1
+        w.kill()
+        task = asyncio.get_running_loop().create_task(self._reap(w))
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
+
+    async def _reap(self, w: Worker) -> None:
         async with self.gate.shared():
-            return await w.dispose()
+            await w.dispose()
 
     async def close(self) -> None:
         self._closed = True
@@ -334,3 +343,5 @@ class WorkerPool:
             t.cancel()
         while not self._ready.empty():
             await self._ready.get_nowait().dispose()
+        if self._reaping:
+            await asyncio.gather(*self._reaping, return_exceptions=True)

@@ -88,3 +88,63 @@ def test_timers_exclude_each_other_and_a_cancelled_wait_leaves_no_trace() -> Non
             pass
 
     asyncio.run(go())
+
+
+def test_checkers_waiting_behind_a_timer_go_before_the_next_timer() -> None:
+    """A queue of timers does not starve checking: when one timed case ends, the checkers that
+    waited for it run before the next timer takes the device."""
+    async def go() -> list[str]:
+        gate = DeviceGate()
+        events: list[str] = []
+
+        async def timer(name: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            async with gate.exclusive():
+                events.append(f"{name}+")
+                await asyncio.sleep(0.03)
+                events.append(f"{name}-")
+
+        async def checker(name: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            async with gate.shared():
+                events.append(name)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(timer("T1", 0.0), checker("c1", 0.01), timer("T2", 0.015),
+                             checker("c2", 0.02), timer("T3", 0.025))
+        return events
+
+    assert asyncio.run(go()) == ["T1+", "T1-", "c1", "c2", "T2+", "T2-", "T3+", "T3-"]
+
+
+def test_a_checker_that_gives_up_after_being_let_in_does_not_hold_up_the_next_timer() -> None:
+    async def go() -> None:
+        gate = DeviceGate()
+        async with gate.exclusive():
+            waiting = asyncio.create_task(gate.shared().__aenter__())
+            await asyncio.sleep(0.01)
+            assert gate.state == (0, True, 0)
+        waiting.cancel()  # released, then cancelled before it ran
+        await asyncio.gather(waiting, return_exceptions=True)
+        async with asyncio.timeout(1):
+            async with gate.exclusive():
+                assert gate.state == (0, True, 0)
+
+    asyncio.run(go())
+
+
+def test_a_timer_that_gives_up_releases_the_checkers_behind_it() -> None:
+    async def go() -> None:
+        gate = DeviceGate()
+        async with gate.shared():
+            timer = asyncio.create_task(gate.exclusive(timeout=0.02).__aenter__())
+            await asyncio.sleep(0.005)
+            late = asyncio.create_task(gate.shared().__aenter__())
+            await asyncio.sleep(0.005)
+            assert not late.done()  # behind the waiting timer
+            await asyncio.gather(timer, return_exceptions=True)  # timed out
+            async with asyncio.timeout(1):
+                await late
+        assert gate.state[2] == 0
+
+    asyncio.run(go())

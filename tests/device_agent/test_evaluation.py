@@ -125,3 +125,80 @@ def test_a_request_deadline_lost_to_waiting_is_an_infra_error(agent_secret_env: 
     v = _saxpy_with_a_busy_device(budgets_s=60.0, held_s=30.0, deadline_s=10.0)
     assert v.status is Status.INFRA_ERROR, (v.status, v.message)
     assert "waiting for the device" in v.message
+
+
+# The agent's timing protocol (prepare, upload, measure under the exclusive gate, recheck under
+# the shared one) runs only where timings mean something. Here a cpu pool stands in for a device:
+# torch-only candidates (no Triton: the interpreter would take minutes per benchmark case) on
+# aten::sum's benchmark cases, with only the timing layer on, wall-clock timed.
+TORCH_SUM = '''
+import torch
+
+def sum(self, *, dtype=None):
+    return torch.sum(self, dtype=dtype)
+
+def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
+    return torch.sum(self, dim, keepdim, dtype=dtype)
+
+def sum_IntList_out(self, dim, keepdim=False, *, dtype=None, out):
+    return torch.sum(self, dim, keepdim, dtype=dtype, out=out)
+
+def sum_out(self, *, dtype=None, out):
+    return out.copy_(torch.sum(self, dtype=dtype))
+'''
+# Right while checked and during warm-up; on benchmark-sized inputs, zeros once warmed up.
+DRIFTING_SUM = TORCH_SUM.replace('''def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
+    return torch.sum(self, dim, keepdim, dtype=dtype)''', '''SEEN = {}
+
+def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
+    r = torch.sum(self, dim, keepdim, dtype=dtype)
+    SEEN[self.shape] = SEEN.get(self.shape, 0) + 1
+    return r.zero_() if self.numel() >= 1 << 22 and SEEN[self.shape] > 4 else r''')
+
+
+def _timed_on_cpu(source: str) -> Any:
+    import asyncio
+    import os
+    import tempfile
+    import time
+    import uuid
+    from pathlib import Path
+
+    from device_agent.evaluation import StageBudgets
+    from device_agent.workers import WorkerPool
+    from protos.records import EvalRequest
+
+    class TimedCpu(CpuPlatform):
+        timings_meaningful = True
+
+    async def go() -> Any:
+        with tempfile.TemporaryDirectory() as root:
+            os.chmod(root, 0o711)
+            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
+            await pool.start()
+            try:
+                ev = Evaluator(TimedCpu(), [pool], b"k", StageBudgets(timing_case_budget_s=0.3),
+                               layers=frozenset({"timing"}))
+                return await ev.evaluate(
+                    EvalRequest(uuid.uuid4().hex, "aten::sum", source.encode()),
+                    time.monotonic() + 300)
+            finally:
+                await pool.close()
+
+    return asyncio.run(go())
+
+
+def test_the_timing_protocol_times_every_benchmark_case(agent_secret_env: None) -> None:
+    v = _timed_on_cpu(TORCH_SUM)
+    assert v.status is Status.PASSED, v.message
+    bench = operators.get("aten::sum").benchmark_cases()
+    assert [t.name for t in v.timings] == [c.name for c in bench]
+    assert all(t.meaningful and t.samples >= 2 and t.median_us > 0 and t.baseline_median_us
+               for t in v.timings)
+
+
+def test_a_kernel_that_drifts_while_timed_is_caught_by_the_recheck(agent_secret_env: None) -> None:
+    v = _timed_on_cpu(DRIFTING_SUM)
+    assert v.status is Status.WRONG_ANSWER, (v.status, v.message)
+    assert [f.rule for f in v.findings] == ["recheck-after-timing"]
+    assert "after timing" in v.message
