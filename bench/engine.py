@@ -86,7 +86,7 @@ def throughput(args: argparse.Namespace) -> None:
     sources = [add_variant(i) for i in range(args.n)]
     assert len(set(sources)) == len(sources)
     rows: dict[str, Any] = {"n": args.n, "workers": args.workers}
-    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-v",),
+    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-vv",),
                     log_path=args.out / "throughput-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
         t0 = time.monotonic()
@@ -97,7 +97,7 @@ def throughput(args: argparse.Namespace) -> None:
     fresh: list[dict[str, Any]] = []
     for i in range(args.fresh):
         t0 = time.monotonic()
-        with LocalAgent(platform=args.platform, workers=1, extra_args=("-v",),
+        with LocalAgent(platform=args.platform, workers=1, extra_args=("-vv",),
                         log_path=args.out / f"fresh-agent-{i}.log") as agent:
             asyncio.run(agent.wait_serving(timeout=600))
             (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1))
@@ -121,7 +121,7 @@ def throughput(args: argparse.Namespace) -> None:
 
 def repeatability(args: argparse.Namespace) -> None:
     out: dict[str, list[dict[str, Any]]] = {}
-    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-v",),
+    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-vv",),
                     log_path=args.out / "repeat-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
 

@@ -51,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="TEST MODE for coordinator benchmarks: answer every request after the "
                         "static checks without running it (PASSED unless rejected), with harness "
                         "version '<version>+instant' so no store mixes these with real verdicts")
-    s.add_argument("-v", "--verbose", action="store_true")
+    s.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-v: one log line per evaluation with its stage times; -vv: also each "
+                        "timed case's input, wait, hold and recheck times")
     return ap
 
 
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.verbose >= 2:
+        logging.getLogger("device_agent").setLevel(logging.DEBUG)
     if args.port < 0 or args.port > 65535:
         print(f"kgb agent: --port must be 0-65535, got {args.port}", file=sys.stderr)
         return 2

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import torch
 
-from operators.invoke import collect, invoke, prepare, wire_output
+from operators.checking import check
+from operators.invoke import collect, from_wire, invoke, prepare, wire_output
 from operators.spec import Call, Case, OperatorSpec
 
 MIN_SAMPLES = 10
@@ -225,20 +226,38 @@ class TimingSets:
     flush: torch.Tensor
 
 
-def build_sets(spec: OperatorSpec, case: Case, *, seed: int, l2_bytes: int) -> list[Call]:
-    """Rotating input sets on the host, totalling more than twice the L2 (set ``k`` from
-    ``seed + k``). Slow host work: the agent lets it run without holding the device."""
-    first = spec.make_call(case, torch.Generator().manual_seed(seed))
+def build_sets(spec: OperatorSpec, case: Case, *, seed: int, l2_bytes: int,
+               device: str = "cpu") -> list[Call]:
+    """Rotating input sets totalling more than twice the L2 (set ``k`` from ``seed + k``).
+
+    Made directly on ``device`` (its factory functions and a device generator) where the
+    problem's input code allows it: benchmark inputs are hundreds of megabytes, and making them
+    on the host in float64 took seconds of CPU per case — the agent's throughput limit. Device
+    work, so the caller holds the device's gate (shared). Falls back to the host, slowly, for
+    input code that needs it."""
+    if device != "cpu":
+        try:
+            with torch.device(device):
+                return _make_sets(spec, case, seed, l2_bytes,
+                                  lambda s: torch.Generator(device).manual_seed(s))
+        except Exception:  # noqa: BLE001 - host-only input code: make them on the host
+            pass
+    return _make_sets(spec, case, seed, l2_bytes, lambda s: torch.Generator().manual_seed(s))
+
+
+def _make_sets(spec: OperatorSpec, case: Case, seed: int, l2_bytes: int,
+               generator: Callable[[int], torch.Generator]) -> list[Call]:
+    first = spec.make_call(case, generator(seed))
     set_bytes = max(1, _call_bytes(first))
     n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
-    return [first] + [spec.make_call(case, torch.Generator().manual_seed(seed + k))
-                      for k in range(1, n_sets)]
+    return [first] + [spec.make_call(case, generator(seed + k)) for k in range(1, n_sets)]
 
 
 def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device: str,
                 l2_bytes: int, timer: Timer) -> TimingSets:
-    """Device copies of ``cpu_sets`` (one for the candidate, one for the baseline) and the L2
-    flush buffer: device work, done while the device is shared, before it is taken alone."""
+    """Device copies of ``cpu_sets`` (one for the candidate, one for the baseline; the sets
+    themselves stay pristine for :func:`recheck`) and the L2 flush buffer: device work, done
+    while the device is shared, before it is taken alone."""
     cand_sets = [prepare(c, device) for c in cpu_sets]
     base_sets = [prepare(c, device) for c in cpu_sets]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
@@ -248,15 +267,15 @@ def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device:
 
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
               budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
-    """:func:`build_sets`, :func:`upload_sets`, :func:`measure` and :func:`recheck` (its outputs
-    under ``recheck_outputs``) in one go, for callers without a device gate (tests, benchmarks)."""
+    """:func:`build_sets`, :func:`upload_sets`, :func:`measure` and :func:`recheck` (its finding
+    under ``recheck``) in one go, for callers without a device gate (tests, benchmarks)."""
     timer = timer or timer_for(device)
     l2_bytes = l2_bytes if l2_bytes > 0 else timer.l2_bytes()
-    cpu_sets = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes)
-    sets = upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes, timer=timer)
+    source = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes, device=device)
+    sets = upload_sets(spec, case, source, device=device, l2_bytes=l2_bytes, timer=timer)
     result = measure(sets, fn, budget_s=budget_s)
     del sets
-    return {**result, "recheck_outputs": recheck(spec, cpu_sets[0], fn, device=device, timer=timer)}
+    return {**result, "recheck": recheck(spec, case, source[0], fn, device=device, timer=timer)}
 
 
 def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dict[str, Any]:
@@ -328,12 +347,30 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
             "temperature_c": max(temps) if temps else None}
 
 
-def recheck(spec: OperatorSpec, cpu_set: Call, fn: Callable[..., Any], *, device: str,
-            timer: Timer) -> list[Any]:
-    """The candidate's outputs on a pristine device copy of the first timing input set, for the
-    agent to compare with its own reference: a kernel right while checked and wrong while timed
-    (skipped work on repeats, a cached result) is caught. Needs no exclusive device."""
-    call = prepare(cpu_set, device)
+def recheck(spec: OperatorSpec, case: Case, source: Call, fn: Callable[..., Any], *,
+            device: str, timer: Timer) -> str | None:
+    """Run the candidate once more on a pristine copy of the first timing input set and compare
+    its outputs with the problem's fp64 reference on those inputs: a kernel right while checked
+    and wrong while timed (work skipped on repeats, a cached result) is caught. Returns the first
+    difference, or None. Needs no exclusive device.
+
+    Done here, next to the data: shipping a benchmark-sized output to the agent and computing
+    the reference on its host cost seconds per case. These inputs are no secret (the worker made
+    them), and the reference and check functions are among the primitives whose identity the
+    integrity layer verifies. The reference runs on the device where it can, else on the host."""
+    call = prepare(source, device)
     result = invoke(fn, call)
     timer.sync()
-    return [wire_output(o) for o in collect(call, result)]
+    outputs = [from_wire(wire_output(o)) for o in collect(call, result)]
+    try:
+        expected = spec.reference(prepare(source, device))
+    except Exception:  # noqa: BLE001 - a reference that needs host tensors
+        expected = spec.reference(prepare(source, "cpu"))
+    if len(outputs) != len(expected):
+        return f"{case.name}: {len(outputs)} outputs came back from the call after timing"
+    for o, got, exp in zip(call.outputs, outputs, expected, strict=True):
+        m = check(got, exp, spec.tolerance(case, exp.dtype))
+        if m is not None:
+            return (f"{case.name}: after timing, {o.describe()} differs from the reference: "
+                    f"{m.summary}")[:1500]
+    return None

@@ -268,9 +268,10 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------
-    # Per case: "prepare" (input sets built on the host), "upload" (while other workers may use
-    # the device), "go" (measured while the agent holds the device for this worker alone), then
-    # "recheck" (one more call on pristine inputs, its outputs sent back with the device shared).
+    # Per case: "prepare", "upload" (input sets made on the device and copied while other workers
+    # may use it; on the cpu platform made at "prepare"), "go" (measured while the agent holds
+    # the device for this worker alone), then "recheck" (one more call on pristine inputs,
+    # compared with the reference, with the device shared).
     cmd = ch.recv()
     if cmd.get("type") != "time":
         return
@@ -286,11 +287,16 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         case = spec.benchmark_cases()[index]
         fn = getattr(module, case.entry)
         try:
-            cpu_sets = build_sets(spec, case, seed=int(msg["seed"]), l2_bytes=l2_bytes)
+            source: list[Any] = []
+            if device == "cpu":  # host memory: no need to wait for the gate
+                source = build_sets(spec, case, seed=int(msg["seed"]), l2_bytes=l2_bytes)
             ch.send({"type": "built", "index": index})
             if ch.recv().get("type") != "upload":
                 return
-            sets = upload_sets(spec, case, cpu_sets, device=device, l2_bytes=l2_bytes,
+            if not source:  # made on the device, with the device shared
+                source = build_sets(spec, case, seed=int(msg["seed"]), l2_bytes=l2_bytes,
+                                    device=device)
+            sets = upload_sets(spec, case, source, device=device, l2_bytes=l2_bytes,
                                timer=timer)
             ch.send({"type": "prepared", "index": index})
             if ch.recv().get("type") != "go":
@@ -299,17 +305,16 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             result["integrity"] = tampering()
             del sets
             ch.send({"type": "timing", "index": index, **result})
-            # The re-check's outputs can be large: they travel once the device is shared again.
+            # The re-check runs once the device is shared again.
             if ch.recv().get("type") != "recheck":
                 return
-            outputs = recheck(spec, cpu_sets[0], fn, device=device, timer=timer)
-            del cpu_sets
+            drift = recheck(spec, case, source[0], fn, device=device, timer=timer)
+            del source
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
-        ch.send({"type": "rechecked", "index": index, "outputs": outputs,
-                 "integrity": tampering()})
+        ch.send({"type": "rechecked", "index": index, "drift": drift, "integrity": tampering()})
 
 
 def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,

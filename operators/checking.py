@@ -48,7 +48,7 @@ def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | No
     total = exp.numel()
     if total == 0:
         return None
-    act = actual.detach().cpu()
+    act = actual.detach().to(exp.device)  # on the device when the reference is (recheck)
     if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
         bad_mask = act.to(exp.dtype) != exp
         return _summarize(bad_mask, act, exp, total, "exact match required for integer/bool")

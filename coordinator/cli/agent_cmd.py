@@ -44,11 +44,11 @@ def agent() -> None:
 @click.option("--instant-verdicts", is_flag=True,
               help="TEST MODE for coordinator benchmarks: static checks only, candidates are not "
                    "run (PASSED unless rejected; harness version '<version>+instant')")
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", count=True, help="-v: a log line per evaluation; -vv: per timed case too")
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
           port_file: str | None, disabled: tuple[str, ...], metrics_port: int | None,
           register: str | None, advertise: str | None, instant_verdicts: bool,
-          verbose: bool) -> None:
+          verbose: int) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -66,8 +66,7 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv += ["--advertise", advertise]
     if instant_verdicts:
         argv.append("--instant-verdicts")
-    if verbose:
-        argv.append("--verbose")
+    argv += ["--verbose"] * verbose
     env = dict(os.environ)
     env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
     sys.stdout.flush()
