@@ -796,8 +796,8 @@ class Evaluator:
                 throttled_discarded=int(msg.get("throttled_discarded", 0)),
                 sm_clock_mhz=_float_or_none(msg.get("sm_clock_mhz")),
                 temperature_c=_float_or_none(msg.get("temperature_c"))))
-            if found:
-                break
+            if found or (drifts[-1] is not None and "timing" in self.layers):
+                break  # the verdict is decided: the remaining cases need no device time
         return tuple(out), drifts, tuple(found)
 
     def _floor_us(self, spec: OperatorSpec, case: Any) -> float | None:

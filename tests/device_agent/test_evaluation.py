@@ -146,12 +146,13 @@ def sum_IntList_out(self, dim, keepdim=False, *, dtype=None, out):
 def sum_out(self, *, dtype=None, out):
     return out.copy_(torch.sum(self, dtype=dtype))
 '''
-# Right while checked and during warm-up; on benchmark-sized inputs, zeros once warmed up.
-DRIFTING_SUM = TORCH_SUM.replace('''def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
-    return torch.sum(self, dim, keepdim, dtype=dtype)''', '''SEEN = {}
+# Right while checked and during warm-up; on benchmark-sized inputs, zeros once warmed up
+# (the first benchmark case is a full sum: the verdict is decided there).
+DRIFTING_SUM = TORCH_SUM.replace('''def sum(self, *, dtype=None):
+    return torch.sum(self, dtype=dtype)''', '''SEEN = {}
 
-def sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
-    r = torch.sum(self, dim, keepdim, dtype=dtype)
+def sum(self, *, dtype=None):
+    r = torch.sum(self, dtype=dtype)
     SEEN[self.shape] = SEEN.get(self.shape, 0) + 1
     return r.zero_() if self.numel() >= 1 << 22 and SEEN[self.shape] > 4 else r''')
 
@@ -202,3 +203,4 @@ def test_a_kernel_that_drifts_while_timed_is_caught_by_the_recheck(agent_secret_
     assert v.status is Status.WRONG_ANSWER, (v.status, v.message)
     assert [f.rule for f in v.findings] == ["recheck-after-timing"]
     assert "after timing" in v.message
+    assert len(v.timings) == 1  # decided on the first case: the rest were not timed
