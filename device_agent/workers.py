@@ -49,7 +49,10 @@ _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_
 # What the forkserver imports once, before any fork. No module that defines a @triton.jit
 # kernel (decoration fixes interpreter vs compiled mode) and nothing that initialises a device.
 _PRELOAD = ["numpy", "torch", "triton", "triton.language", "operators", "device_agent.codec",
-            "device_agent.sandbox", "device_agent.worker", "device_agent.platforms"]
+            "device_agent.sandbox", "device_agent.worker", "device_agent.platforms",
+            # Imported by the first torch.use_deterministic_algorithms (the checking stage):
+            # about 3.5 s per worker on a CI core when each worker imported it itself.
+            "torch._inductor"]
 _forkserver_lock = threading.Lock()
 
 

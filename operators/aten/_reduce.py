@@ -101,13 +101,14 @@ def _reduce_kernel(x_ptr, out_ptr, n_out, n_red, per_split, split_stride, diviso
     r_hi = tl.minimum(r_lo + per_split, n_red)
     for start in range(r_lo, r_hi, BLOCK_R):
         r = start + tl.arange(0, BLOCK_R).to(tl.int64)
-        rem = r
-        j3 = rem % r3
-        rem = rem // r3
-        j2 = rem % r2
-        rem = rem // r2
-        j1 = rem % r1
-        j0 = rem // r1
+        # Its own name: a loop-carried `rem` may not change shape ([BLOCK_O] -> [BLOCK_R]).
+        rr = r
+        j3 = rr % r3
+        rr = rr // r3
+        j2 = rr % r2
+        rr = rr // r2
+        j1 = rr % r1
+        j0 = rr // r1
         r_off = j0 * xr0 + j1 * xr1 + j2 * xr2 + j3 * xr3
         mask = o_mask[:, None] & (r < r_hi)[None, :]
         x = tl.load(x_ptr + x_base[:, None] + r_off[None, :], mask=mask, other=0).to(ACC)

@@ -148,3 +148,32 @@ def test_a_timer_that_gives_up_releases_the_checkers_behind_it() -> None:
         assert gate.state[2] == 0
 
     asyncio.run(go())
+
+
+def test_timers_queued_during_checking_run_as_one_batch() -> None:
+    """Timers that queued while checkers held the device run back to back once they leave; a
+    checker that arrives during the batch waits for it, but not for a timer that queued after
+    the batch began."""
+    async def go() -> list[str]:
+        gate = DeviceGate()
+        events: list[str] = []
+
+        async def timer(name: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            async with gate.exclusive():
+                events.append(f"{name}+")
+                await asyncio.sleep(0.02)
+                events.append(f"{name}-")
+
+        async def checker(name: str, delay: float, hold: float) -> None:
+            await asyncio.sleep(delay)
+            async with gate.shared():
+                events.append(name)
+                await asyncio.sleep(hold)
+
+        await asyncio.gather(checker("c0", 0.0, 0.05), timer("T1", 0.01), timer("T2", 0.02),
+                             timer("T3", 0.03), checker("c1", 0.06, 0.01), timer("T4", 0.07))
+        return events
+
+    assert asyncio.run(go()) == ["c0", "T1+", "T1-", "T2+", "T2-", "T3+", "T3-", "c1",
+                                 "T4+", "T4-"]
