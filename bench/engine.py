@@ -19,7 +19,8 @@ and reports the coefficient of variation of each benchmark case's reported media
 and times a plain Triton copy kernel with the agent's timer protocol (rotating buffers, L2 flush,
 device-wide synchronisation); the copy should reach at least 85 % of the measured peak.
 
-Every command writes raw JSON/JSONL under ``--out`` and prints a Markdown summary.
+Every command writes raw JSON/JSONL under ``--out`` (verdict rows stream to JSONL as they arrive,
+so a run cut short by a time limit keeps them) and prints a Markdown summary.
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ def _row(v: Verdict) -> dict[str, Any]:
 
 
 async def _evaluate_all(address: str, sources: list[str], op: str, concurrency: int,
-                        ) -> list[Verdict]:
+                        stream: Path | None = None) -> list[Verdict]:
+    """Verdicts in submission order; each row is also appended to ``stream`` (JSONL) as it
+    arrives, so a step cut short by its time limit still leaves what it measured."""
     sem = asyncio.Semaphore(concurrency)
     done = 0
+    t0 = time.monotonic()
 
     async with AgentClient(address) as client:
         async def one(src: str) -> Verdict:
@@ -77,6 +81,10 @@ async def _evaluate_all(address: str, sources: list[str], op: str, concurrency: 
             done += 1
             print(f"  {done}/{len(sources)} {v.status.name} {v.wall_seconds:.1f}s",
                   file=sys.stderr, flush=True)
+            if stream is not None:
+                with stream.open("a") as f:
+                    f.write(json.dumps({"operator": op, "at_s": time.monotonic() - t0,
+                                        **_row(v)}) + "\n")
             return v
 
         return list(await asyncio.gather(*(one(s) for s in sources)))
@@ -90,7 +98,8 @@ def throughput(args: argparse.Namespace) -> None:
                     log_path=args.out / "throughput-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
         t0 = time.monotonic()
-        verdicts = asyncio.run(_evaluate_all(agent.address, sources, "aten::add", args.n))
+        verdicts = asyncio.run(_evaluate_all(agent.address, sources, "aten::add", args.n,
+                                             args.out / "throughput-warm.jsonl"))
         warm_wall = time.monotonic() - t0
     rows["warm_wall_s"] = warm_wall
     rows["warm"] = [_row(v) for v in verdicts]
@@ -100,7 +109,8 @@ def throughput(args: argparse.Namespace) -> None:
         with LocalAgent(platform=args.platform, workers=1, extra_args=("-vv",),
                         log_path=args.out / f"fresh-agent-{i}.log") as agent:
             asyncio.run(agent.wait_serving(timeout=600))
-            (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1))
+            (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1,
+                                             args.out / "throughput-fresh.jsonl"))
         fresh.append({"wall_s": time.monotonic() - t0, **_row(v)})
     rows["fresh"] = fresh
     (args.out / "throughput.json").write_text(json.dumps(rows, indent=1))
@@ -121,8 +131,10 @@ def throughput(args: argparse.Namespace) -> None:
 
 def repeatability(args: argparse.Namespace) -> None:
     out: dict[str, list[dict[str, Any]]] = {}
+    stream = args.out / f"repeatability{'-sequential' if args.sequential else ''}.jsonl"
     with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-vv",),
-                    log_path=args.out / "repeat-agent.log") as agent:
+                    log_path=args.out / f"repeat{'seq' if args.sequential else ''}-agent.log",
+                    ) as agent:
         asyncio.run(agent.wait_serving(timeout=600))
 
         async def both() -> None:
@@ -130,13 +142,14 @@ def repeatability(args: argparse.Namespace) -> None:
             if args.sequential:  # one evaluation at a time: a quiet device
                 for op in ops:
                     out[op] = [_row(v) for v in await _evaluate_all(
-                        agent.address, [operators.get(op).solution] * args.repeats, op, 1)]
+                        agent.address, [operators.get(op).solution] * args.repeats, op, 1,
+                        stream)]
                 return
             # All at once: each timed case holds the device alone while the other evaluations'
             # correctness work goes on around it, as in a real sweep.
             results = await asyncio.gather(*(
                 _evaluate_all(agent.address, [operators.get(op).solution] * args.repeats, op,
-                              args.repeats) for op in ops))
+                              args.repeats, stream) for op in ops))
             for op, verdicts in zip(ops, results, strict=True):
                 out[op] = [_row(v) for v in verdicts]
 
