@@ -205,3 +205,35 @@ def test_a_kernel_that_drifts_while_timed_is_caught_by_the_recheck(agent_secret_
     assert [f.rule for f in v.findings] == ["recheck-after-timing"]
     assert "after timing" in v.message
     assert len(v.timings) == 1  # decided on the first case: the rest were not timed
+
+
+def test_a_replay_is_judged_against_what_it_really_runs() -> None:
+    """The replay refills the first call's top-level tensors in place; index tensors inside a
+    list stay as they were, so the expected answer must use them too. (Judged against a fresh
+    call's own indices, an honest index_put failed the replay on the H200.)"""
+    from device_agent.evaluation import _replay_call
+    from device_agent.platforms.cpu import install_interpreter_support
+    from operators.checking import check
+    from operators.invoke import collect, invoke, prepare
+    from operators.spec import Tier
+    from operators.testing import load_module
+
+    install_interpreter_support()
+    spec = operators.get("aten::_index_put_impl_")
+    case = next(c for c in spec.public_cases(Tier.FULL)
+                if "idx=(None,(5),None)" in c.name and "acc=False" in c.name)
+    first = spec.make_call(case, torch.Generator().manual_seed(1))
+    fresh = spec.make_call(case, torch.Generator().manual_seed(2))
+    alt = _replay_call(first, fresh)
+    assert alt.args[1] is first.args[1] and alt.args[0] is fresh.args[0]
+    fn = getattr(load_module(spec.solution), case.entry)
+    buffers = prepare(first, "cpu")
+    invoke(fn, buffers)
+    refill = dict(alt.tensor_args())
+    for key, t in buffers.tensor_args():  # as the worker's replay does
+        t.copy_(refill[key])
+    outputs = collect(buffers, invoke(fn, buffers))
+    for got, exp in zip(outputs, spec.reference(alt), strict=True):
+        assert check(got, exp, spec.tolerance(case, exp.dtype)) is None
+    assert any(check(got, exp, spec.tolerance(case, exp.dtype)) is not None
+               for got, exp in zip(outputs, spec.reference(fresh), strict=True))
