@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import math
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import operators  # noqa: E402
+from bench.suite_columns import geomean  # noqa: E402
 
 
 def _kgb(*args: str) -> list[str]:
@@ -82,12 +82,12 @@ def main() -> int:
         cmd = _kgb("eval", str(d), "--op", op, "--json", "--out", str(part))
         cmd += ["--agent", args.agent] if args.agent else ["--platform", args.platform]
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        data = part.read_bytes() if part.exists() else b""
         with lock:  # one writer appends whole verdict lines to the shared file
-            if part.exists():
-                with args.out.open("ab") as f:
-                    f.write(part.read_bytes())
+            with args.out.open("ab") as f:
+                f.write(data)
             finished += 1
-            rows = [orjson.loads(x) for x in part.read_bytes().splitlines()] if part.exists() else []
+            rows = [orjson.loads(x) for x in data.splitlines() if x.strip()]
             print(f"[{finished}/{len(jobs)}] {op}: "
                   + (", ".join(f"{Path(x.get('file', '')).stem} {x['status']}" for x in rows)
                      or f"no verdicts (kgb eval exited {r.returncode}: "
@@ -117,8 +117,7 @@ def table(path: Path) -> str:
         timings = [t for t in r.get("timings", []) if t.get("meaningful")]
         sp = [t["speedup"] for t in timings if t.get("speedup")]
         sol = [t["sol_percent"] for t in timings if t.get("sol_percent")]
-        gm = (lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None)
-        g_sp, g_sol = gm(sp), gm(sol)
+        g_sp, g_sol = geomean(sp), geomean(sol)
         meds = ", ".join(f"{t['median_us']:.1f}±{(t['ci_high_us'] - t['ci_low_us']) / 2:.1f}"
                          f" (base {t['baseline_median_us']:.1f})" for t in timings)
         lines.append(f"| {r['operator']} | {Path(r.get('file', '')).stem} | {r['status']} | "

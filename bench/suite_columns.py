@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 
-def _geomean(xs: list[float]) -> float | None:
+def geomean(xs: list[float]) -> float | None:
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
@@ -41,8 +41,8 @@ def columns(rows: list[dict]) -> dict[str, tuple[str, str, str]]:
         if negs:
             status += f"; controls rejected {rejected}/{len(negs)}"
         timed = [t for t in (ref or {}).get("timings", []) if t.get("meaningful")]
-        sp = _geomean([t.get("speedup") or 0 for t in timed])
-        sol = _geomean([t.get("sol_percent") or 0 for t in timed])
+        sp = geomean([t.get("speedup") or 0 for t in timed])
+        sol = geomean([t.get("sol_percent") or 0 for t in timed])
         out[op] = (status, f"{sp:.2f}x" if sp else "—", f"{sol:.1f} %" if sol else "—")
     return out
 

@@ -83,8 +83,9 @@ class DeviceGate:
                     and self._shared == 0 and self._admitted == 0), timeout)
             except BaseException:
                 self._timers.remove(ticket)
-                if not self._exclusive and not (self._timers and self._timers[0] <= self._batch_last):
-                    self._release_checkers()  # no timer of this batch is left to do it
+                ran_out = not self._timers or (ticket <= self._batch_last < self._timers[0])
+                if not self._exclusive and ran_out:  # no timer left to release waiting checkers
+                    self._release_checkers()
                 self._cond.notify_all()
                 raise
             if ticket > self._batch_last:  # a new batch: every timer queued by now

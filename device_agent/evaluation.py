@@ -740,7 +740,8 @@ class Evaluator:
                 yield asked, got
 
         for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
-            # Host-side input generation needs no gate; the upload shares the device.
+            # The worker makes the input sets on the device while it is shared (on the cpu
+            # platform, at "prepare", without the gate).
             t_build = time.monotonic()
             await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
             await expect("built", index)
@@ -757,8 +758,8 @@ class Evaluator:
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
             if msg.get("type") != "timing" or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
-            # One more call on pristine inputs, with the device shared: its outputs (as large
-            # as the case) cross the channel without holding up other timers.
+            # One more call on pristine inputs, checked against the reference in the worker, with
+            # the device shared: it does not hold up other timers.
             async with holding(gate.shared) as (asked_r, t_recheck):
                 await worker.send({"type": "recheck", "nonce": nonce, "index": index})
                 rmsg = await recv(timing_deadline)

@@ -220,7 +220,7 @@ class TimingSets:
     device: str
     timer: Timer
     l2_bytes: int
-    cpu_sets: list[Call]
+    source: list[Call]  # pristine input sets (on the device, or the host as made)
     cand_sets: list[Call]
     base_sets: list[Call]
     flush: torch.Tensor
@@ -253,16 +253,16 @@ def _make_sets(spec: OperatorSpec, case: Case, seed: int, l2_bytes: int,
     return [first] + [spec.make_call(case, generator(seed + k)) for k in range(1, n_sets)]
 
 
-def upload_sets(spec: OperatorSpec, case: Case, cpu_sets: list[Call], *, device: str,
+def upload_sets(spec: OperatorSpec, case: Case, source: list[Call], *, device: str,
                 l2_bytes: int, timer: Timer) -> TimingSets:
-    """Device copies of ``cpu_sets`` (one for the candidate, one for the baseline; the sets
+    """Device copies of the ``source`` sets (one for the candidate, one for the baseline; the sets
     themselves stay pristine for :func:`recheck`) and the L2 flush buffer: device work, done
     while the device is shared, before it is taken alone."""
-    cand_sets = [prepare(c, device) for c in cpu_sets]
-    base_sets = [prepare(c, device) for c in cpu_sets]
+    cand_sets = [prepare(c, device) for c in source]
+    base_sets = [prepare(c, device) for c in source]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
     timer.sync()
-    return TimingSets(spec, case, device, timer, l2_bytes, cpu_sets, cand_sets, base_sets, flush)
+    return TimingSets(spec, case, device, timer, l2_bytes, source, cand_sets, base_sets, flush)
 
 
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
@@ -283,8 +283,8 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
     Run while the device is held exclusively; :func:`recheck` follows once it is shared again.
     """
     spec, timer, flush = sets.spec, sets.timer, sets.flush
-    cand_sets, base_sets, cpu_sets = sets.cand_sets, sets.base_sets, sets.cpu_sets
-    n_sets = len(cpu_sets)
+    cand_sets, base_sets = sets.cand_sets, sets.base_sets
+    n_sets = len(sets.source)
 
     def candidate_call(c: Call) -> Callable[[], Any]:
         return lambda: invoke(fn, c)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from device_agent.device_gate import DeviceGate
 
@@ -90,28 +91,34 @@ def test_timers_exclude_each_other_and_a_cancelled_wait_leaves_no_trace() -> Non
     asyncio.run(go())
 
 
+async def _timer(gate: DeviceGate, events: list[str], name: str, delay: float,
+                 hold: float) -> None:
+    await asyncio.sleep(delay)
+    async with gate.exclusive():
+        events.append(f"{name}+")
+        await asyncio.sleep(hold)
+        events.append(f"{name}-")
+
+
+async def _checker(gate: DeviceGate, events: list[str], name: str, delay: float,
+                   hold: float) -> None:
+    await asyncio.sleep(delay)
+    async with gate.shared():
+        events.append(name)
+        await asyncio.sleep(hold)
+
+
 def test_checkers_waiting_behind_a_timer_go_before_the_next_timer() -> None:
     """A queue of timers does not starve checking: when one timed case ends, the checkers that
     waited for it run before the next timer takes the device."""
     async def go() -> list[str]:
         gate = DeviceGate()
         events: list[str] = []
-
-        async def timer(name: str, delay: float) -> None:
-            await asyncio.sleep(delay)
-            async with gate.exclusive():
-                events.append(f"{name}+")
-                await asyncio.sleep(0.03)
-                events.append(f"{name}-")
-
-        async def checker(name: str, delay: float) -> None:
-            await asyncio.sleep(delay)
-            async with gate.shared():
-                events.append(name)
-                await asyncio.sleep(0.01)
-
-        await asyncio.gather(timer("T1", 0.0), checker("c1", 0.01), timer("T2", 0.015),
-                             checker("c2", 0.02), timer("T3", 0.025))
+        await asyncio.gather(_timer(gate, events, "T1", 0.0, 0.03),
+                             _checker(gate, events, "c1", 0.01, 0.01),
+                             _timer(gate, events, "T2", 0.015, 0.03),
+                             _checker(gate, events, "c2", 0.02, 0.01),
+                             _timer(gate, events, "T3", 0.025, 0.03))
         return events
 
     assert asyncio.run(go()) == ["T1+", "T1-", "c1", "c2", "T2+", "T2-", "T3+", "T3-"]
@@ -157,23 +164,32 @@ def test_timers_queued_during_checking_run_as_one_batch() -> None:
     async def go() -> list[str]:
         gate = DeviceGate()
         events: list[str] = []
-
-        async def timer(name: str, delay: float) -> None:
-            await asyncio.sleep(delay)
-            async with gate.exclusive():
-                events.append(f"{name}+")
-                await asyncio.sleep(0.02)
-                events.append(f"{name}-")
-
-        async def checker(name: str, delay: float, hold: float) -> None:
-            await asyncio.sleep(delay)
-            async with gate.shared():
-                events.append(name)
-                await asyncio.sleep(hold)
-
-        await asyncio.gather(checker("c0", 0.0, 0.05), timer("T1", 0.01), timer("T2", 0.02),
-                             timer("T3", 0.03), checker("c1", 0.06, 0.01), timer("T4", 0.07))
+        await asyncio.gather(_checker(gate, events, "c0", 0.0, 0.05),
+                             _timer(gate, events, "T1", 0.01, 0.02),
+                             _timer(gate, events, "T2", 0.02, 0.02),
+                             _timer(gate, events, "T3", 0.03, 0.02),
+                             _checker(gate, events, "c1", 0.06, 0.01),
+                             _timer(gate, events, "T4", 0.07, 0.02))
         return events
 
     assert asyncio.run(go()) == ["c0", "T1+", "T1-", "T2+", "T2-", "T3+", "T3-", "c1",
                                  "T4+", "T4-"]
+
+
+def test_a_timer_that_gives_up_does_not_let_checkers_pass_the_timers_behind_it() -> None:
+    async def go() -> list[str]:
+        gate = DeviceGate()
+        events: list[str] = []
+
+        async def quitter() -> None:
+            await asyncio.sleep(0.01)
+            with contextlib.suppress(TimeoutError):
+                async with gate.exclusive(timeout=0.02):
+                    events.append("never")
+
+        await asyncio.gather(_checker(gate, events, "c0", 0.0, 0.05), quitter(),
+                             _timer(gate, events, "T2", 0.015, 0.02),
+                             _checker(gate, events, "late", 0.02, 0.01))
+        return events
+
+    assert asyncio.run(go()) == ["c0", "T2+", "T2-", "late"]
