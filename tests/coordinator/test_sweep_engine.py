@@ -74,6 +74,19 @@ def _books(store_dir: Path, run: str) -> tuple[int, int, int]:
         db.close()
 
 
+def _finished_so_far(store_dir: Path, run: str) -> int:
+    """Trajectory results stored so far, 0 before the store exists: the sweep creates the
+    database file a moment before its tables, and a poll can fall in between."""
+    if not (store_dir / DB_NAME).is_file():
+        return 0
+    try:
+        return _books(store_dir, run)[2]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+
+
 def _stable_books(store_dir: Path, run: str) -> tuple[int, int, int]:
     """The books once nothing has changed for three seconds (actors outliving their driver for
     a moment may still store a reply they had received)."""
@@ -148,7 +161,7 @@ def test_a_killed_coordinator_resumes_without_resending_or_reevaluating(
                                concurrency=8)
         store_dir = load_spec(spec_path).store
         proc = kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")
-        wait_for(lambda: (store_dir / DB_NAME).is_file() and _books(store_dir, "killed")[2] >= 10,
+        wait_for(lambda: _finished_so_far(store_dir, "killed") >= 10,
                  120, "ten finished trajectories")
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
         proc.wait(30)
@@ -189,7 +202,7 @@ def test_stopping_waits_for_calls_on_the_wire_and_resume_completes_with_exact_bo
         store_dir = load_spec(spec_path).store
         run = f"stop-{how}"
         proc = kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")
-        wait_for(lambda: (store_dir / DB_NAME).is_file() and _books(store_dir, run)[2] >= 4,
+        wait_for(lambda: _finished_so_far(store_dir, run) >= 4,
                  120, "four finished trajectories")
         if how == "ctrl-c":
             proc.send_signal(signal.SIGINT)
@@ -236,7 +249,7 @@ def test_a_killed_agents_work_moves_to_the_other(ray_local: None, tmp_path: Path
                                    spec_text=spec_path.read_text(), spec_source=str(spec_path),
                                    spec_dir=str(spec_path.parent))
             task = asyncio.ensure_future(run_sweep(spec, options))
-            while not (store_dir / DB_NAME).is_file() or _books(store_dir, "agent-dies")[2] < 5:
+            while _finished_so_far(store_dir, "agent-dies") < 5:
                 await asyncio.sleep(0.1)
             agents[0].proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
             return await task

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -65,10 +66,25 @@ def test_patches_in_process() -> None:
 
 
 def test_cpu_bench_and_limit_classification() -> None:
-    calls = []
-    assert cpu_bench(lambda: calls.append(1), warmup=1, rep=3) >= 0
+    # do_bench's meaning: warmup and rep are millisecond budgets, not counts. A 30 ms call with
+    # the defaults (25 ms, 100 ms) runs once to estimate, no warm-up run and three timed runs;
+    # a call slower than the whole budget runs once, and that run is the sample.
+    calls: list[int] = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.03)
+
+    assert cpu_bench(slow) >= 30
     assert len(calls) == 4
-    assert len(cpu_bench(lambda: None, quantiles=(0.5, 0.2, 0.8))) == 3
+    calls.clear()
+    assert len(cpu_bench(slow, warmup=0, rep=0, quantiles=(0.5, 0.2, 0.8))) == 3
+    assert len(calls) == 1  # the estimating run spent the budget: it is the sample
+    calls.clear()
+    assert cpu_bench(slow, rep=200, quantiles=(0.5,))[0] >= 30
+    assert len(calls) == 1 + 6
+    fast = cpu_bench(lambda: calls.append(1), return_mode="all")
+    assert 1 < len(fast) <= 1000  # a fast call repeats to fill the budget, within a cap
     assert not is_interpreter_limit(ValueError("candidate bug"))
     try:
         np.zeros(1).reshape(2)
