@@ -11,10 +11,16 @@ reference solution of the problem the prompt names (``Problem `aten::add```), ta
 reply's sequence number so no two candidates are alike, and the configured usage. ``--fail-every
 N`` answers every N-th request with a 503 (no usage, not billed: the client retries).
 
+Idempotency: a request with an ``Idempotency-Key`` header is generated once per key. A repeat
+of a key (the same body) waits for or returns the first reply and is billed only if no reply
+under that key was billed yet; a repeat with a different body gets a 422. Failed (503) replies
+are not kept, so a retry generates anew. The last ``--idempotency-keys`` keys are remembered.
+
 Its own books: one JSON line per billed reply in ``--log`` (``seq``, prompt and completion
 tokens), written just **before** the reply is sent to a client that is still connected (a reply
 whose client hung up while it was being "generated" is counted as abandoned, not billed), and
-``GET /stats`` (calls, tokens, in flight now and at most, abandoned).
+``GET /stats`` (calls, tokens, requests received, replies generated, repeats answered from a
+key without billing, in flight now and at most, abandoned).
 SIGTERM or SIGINT flush the log and exit. One asyncio loop, no thread per request: thousands of
 concurrent requests cost little CPU.
 """
@@ -23,21 +29,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import random
 import re
 import signal
 import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 _PROBLEM = re.compile(r"Problem `([^`]+)`")
 
 
+@dataclass
+class _Keyed:
+    """One idempotency key's reply: generated once, billed at most once."""
+
+    body_digest: str
+    reply: asyncio.Future[tuple[int, dict[str, Any]]] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    billed: bool = False
+
+
 class FakeLLM:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.seq = 0
+        self.seq = 0        # replies generated
+        self.requests = 0   # chat requests received, repeats of a key included
+        self.replayed = 0   # repeats answered from their key's reply without billing
+        self.keyed: OrderedDict[str, _Keyed] = OrderedDict()
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -80,13 +102,23 @@ class FakeLLM:
                            (ln.partition(":") for ln in lines[1:] if ln)}
                 n = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(n) if n else b""
-                status, payload = await self.respond(method, path, raw)
+                key = headers.get("idempotency-key", "")
+                keyed: _Keyed | None = None
+                if key and method == "POST" and path.endswith("/chat/completions"):
+                    status, payload, keyed = await self.respond_keyed(key, path, raw)
+                else:
+                    status, payload = await self.respond(method, path, raw)
                 usage = payload.get("usage") if status == 200 else None
                 if usage is not None:
                     if reader.at_eof():  # the client went away while we "generated": not billed
                         self.abandoned += 1
                         return
-                    self.bill(usage)
+                    if keyed is not None and keyed.billed:
+                        self.replayed += 1  # this key's reply was billed once already
+                    else:
+                        self.bill(usage)
+                        if keyed is not None:
+                            keyed.billed = True
                 data = json.dumps(payload).encode()
                 writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
                              f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
@@ -97,6 +129,32 @@ class FakeLLM:
         finally:
             writer.close()
 
+    async def respond_keyed(self, key: str, path: str, raw: bytes
+                            ) -> tuple[int, dict[str, Any], _Keyed | None]:
+        digest = hashlib.sha256(raw).hexdigest()
+        keyed = self.keyed.get(key)
+        if keyed is not None:
+            self.requests += 1
+            if keyed.body_digest != digest:
+                return 422, {"error": {"message": "Idempotency-Key reused with a different "
+                                                  "request body"}}, None
+            self.keyed.move_to_end(key)
+            status, payload = await asyncio.shield(keyed.reply)
+            return status, payload, keyed
+        keyed = self.keyed[key] = _Keyed(digest)
+        while len(self.keyed) > self.args.idempotency_keys:
+            self.keyed.popitem(last=False)
+        try:
+            status, payload = await self.respond("POST", path, raw)
+        except BaseException:
+            self.keyed.pop(key, None)
+            keyed.reply.cancel()
+            raise
+        if status != 200:  # a failure is not kept: a retry under the key generates anew
+            self.keyed.pop(key, None)
+        keyed.reply.set_result((status, payload))
+        return status, payload, keyed
+
     async def respond(self, method: str, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
         if method == "GET" and path == "/stats":
             return 200, self.stats()
@@ -106,6 +164,7 @@ class FakeLLM:
             body = json.loads(raw)
         except ValueError:
             return 400, {"error": {"message": "body is not JSON"}}
+        self.requests += 1
         self.seq += 1
         seq = self.seq
         self.in_flight += 1
@@ -142,7 +201,8 @@ class FakeLLM:
                 "completion_tokens": self.completion_tokens,
                 "total_tokens": self.prompt_tokens + self.completion_tokens,
                 "in_flight": self.in_flight, "max_in_flight": self.max_in_flight,
-                "failed": self.failed, "abandoned": self.abandoned, "requests": self.seq}
+                "failed": self.failed, "abandoned": self.abandoned, "requests": self.requests,
+                "generated": self.seq, "replayed": self.replayed}
 
     def close(self) -> None:
         if self.log is not None:
@@ -188,6 +248,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--completion-tokens", type=int, default=800, help="usage reported per reply")
     ap.add_argument("--fail-every", type=int, default=0, help="every N-th request gets a 503")
     ap.add_argument("--log", default=None, help="append one JSON line per billed reply")
+    ap.add_argument("--idempotency-keys", type=int, default=100_000,
+                    help="how many Idempotency-Key replies to remember (oldest forgotten first)")
     ap.add_argument("--seed", type=int, default=0)
     return ap.parse_args(argv)
 

@@ -118,8 +118,9 @@ def coordinator(spec_path: Path, *extra: str, resume_dir: Path | None = None) ->
                             start_new_session=True)
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds (user + system) of ``root`` and all its descendants now alive."""
+def tree_cpu(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) of ``root`` and all its descendants now alive, by process
+    title (Ray names its actors' processes ``ray::Generator`` and so on)."""
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
     for d in Path("/proc").iterdir():
@@ -140,7 +141,29 @@ def tree_cpu_seconds(root: int) -> float:
             if ppid in keep and pid not in keep:
                 keep.add(pid)
                 changed = True
-    return sum(times.get(p, 0.0) for p in keep)
+    out: dict[str, float] = {}
+    for pid in keep:
+        name = "driver" if pid == root else _title(pid)
+        out[name] = out.get(name, 0.0) + times.get(pid, 0.0)
+    return out
+
+
+def _title(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    first = argv[0].decode(errors="replace").split()[0] if argv and argv[0] else "?"
+    if first.startswith("ray::"):
+        return first.split(".")[0]
+    if "python" in Path(first).name and len(argv) > 1:  # a Python helper: name its script
+        script = next((a.decode(errors="replace") for a in argv[1:] if a.endswith(b".py")), "")
+        return Path(script).name or Path(first).name
+    return Path(first).name
+
+
+def tree_cpu_seconds(root: int) -> float:
+    return sum(tree_cpu(root).values())
 
 
 def books(store_dir: Path, run: str) -> dict[str, int]:
@@ -193,12 +216,19 @@ def throughput(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             time.sleep(1)
         warm = time.monotonic() - t_start
         # steady state: measure over a window
-        r0, c0, t0 = books(store_dir, "throughput")["results"], tree_cpu_seconds(proc.pid), time.monotonic()
+        helpers = [llm.proc.pid] + [x.proc.pid for x in fleet if x.proc is not None]
+        r0, c0, t0 = books(store_dir, "throughput")["results"], tree_cpu(proc.pid), time.monotonic()
+        h0 = sum(tree_cpu_seconds(p) for p in helpers)
         max_in_flight = 0
         while time.monotonic() - t0 < a.window:
             time.sleep(2)
             max_in_flight = max(max_in_flight, llm.stats()["in_flight"])
-        r1, c1, t1 = books(store_dir, "throughput")["results"], tree_cpu_seconds(proc.pid), time.monotonic()
+        r1, c1, t1 = books(store_dir, "throughput")["results"], tree_cpu(proc.pid), time.monotonic()
+        h1 = sum(tree_cpu_seconds(p) for p in helpers)
+        window = t1 - t0
+        by_process = {k: round((c1.get(k, 0.0) - c0.get(k, 0.0)) / window, 3)
+                      for k in sorted(c1, key=lambda k: -c1[k] + c0.get(k, 0.0))}
+        coordinator_s = sum(c1.values()) - sum(c0.values())
         out = wait_exit(proc, 3600)
         b = books(store_dir, "throughput")
         s = llm.stats()
@@ -207,8 +237,10 @@ def throughput(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "latency_s": a.latency, "in_flight_limit": a.in_flight, "planned": per_op * len(OPS),
             "warmup_s": round(warm, 1), "window_s": round(t1 - t0, 1),
             "trajectories_per_min": round((r1 - r0) / (t1 - t0) * 60, 1),
-            "coordinator_cores": round((c1 - c0) / (t1 - t0), 3),
-            "coordinator_cpu_ms_per_trajectory": round((c1 - c0) / max(1, r1 - r0) * 1000, 2),
+            "coordinator_cores": round(coordinator_s / window, 3),
+            "coordinator_cpu_ms_per_trajectory": round(coordinator_s / max(1, r1 - r0) * 1000, 2),
+            "coordinator_cores_by_process": by_process,
+            "fake_llm_and_agents_cores": round((h1 - h0) / window, 3),
             "llm_max_in_flight": s["max_in_flight"], "llm_in_flight_sampled_max": max_in_flight,
             "results": b["results"], "store_tokens": b["tokens"], "llm_billed_tokens": billed[1],
             "exit": proc.returncode, "tail": out[-600:],

@@ -24,8 +24,12 @@ on resume), never two trajectories and never two runs of the same one.
   :class:`ResumeMismatchError`; nothing is sent, nothing paid;
 * otherwise (nothing stored, or only a ``BUDGET`` placeholder, which was never sent) the inner
   provider is called and its call is committed to the store before it is returned: persist
-  before use. If the store write fails the call is not returned (its tokens are paid but its
-  text is never used — the failure is loud, never silent).
+  before use. The call carries an idempotency key derived from (run, trajectory, turn)
+  (:func:`idempotency_key_of`): when a ``kill -9`` lands after a reply arrived but before it was
+  committed, the resumed run asks again under the same key, and an endpoint that honours keys
+  hands back the reply it billed instead of billing a second one. If the store write fails
+  the call is not returned (its tokens are paid but its text is never used — the failure is
+  loud, never silent).
 
 A stored failure (timeout, 5xx after retries ...) is replayed like any other call: the resumed
 trajectory ends as the original did. Whether to retry failed trajectories is a sweep decision
@@ -35,6 +39,7 @@ trajectory ends as the original did. Whether to retry failed trajectories is a s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 from collections.abc import Awaitable
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -60,6 +65,13 @@ T = TypeVar("T")
 
 async def _maybe(value: T | Awaitable[T]) -> T:
     return await value if inspect.isawaitable(value) else value
+
+
+def idempotency_key_of(run_id: str, trajectory: TrajectoryKey, turn: int) -> str:
+    """The key of one model call: the same for the same turn of the same trajectory of the same
+    run (so a resume repeats it), different for anything else (a new run asks afresh)."""
+    digest = hashlib.sha256(f"{run_id}\0{trajectory}\0{turn}".encode()).hexdigest()
+    return f"kgb-{digest[:40]}"
 
 
 class ResumeMismatchError(StoreError):
@@ -126,7 +138,9 @@ class RecordedProvider(Provider):
     # -- the call ---------------------------------------------------------------------------------
 
     async def complete(self, prompt: Prompt, *, model: str, temperature: float | None,
-                       max_tokens: int | None, deadline_s: float) -> LLMCall:
+                       max_tokens: int | None, deadline_s: float,
+                       idempotency_key: str | None = None) -> LLMCall:
+        """``idempotency_key`` is ignored: the wrapper derives the call's key itself."""
         self.turn += 1
         turn = self.turn
         stored = await _maybe(self.store.llm_call(self.run_id, self.key, turn))
@@ -140,7 +154,9 @@ class RecordedProvider(Provider):
             self.replayed += 1
             return dataclasses.replace(stored, extra={**stored.extra, "replayed": "1"})
         call = await self.inner.complete(prompt, model=model, temperature=temperature,
-                                         max_tokens=max_tokens, deadline_s=deadline_s)
+                                         max_tokens=max_tokens, deadline_s=deadline_s,
+                                         idempotency_key=idempotency_key_of(self.run_id, self.key,
+                                                                            turn))
         self.sent += 1
         return await _maybe(self.store.add_llm_call(self.run_id, self.key, turn, call))
 

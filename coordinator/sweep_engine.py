@@ -435,7 +435,8 @@ class _SweepProvider(RecordedProvider):
         self.calls = calls
 
     async def complete(self, prompt: Prompt, *, model: str, temperature: float | None,
-                       max_tokens: int | None, deadline_s: float) -> LLMCall:
+                       max_tokens: int | None, deadline_s: float,
+                       idempotency_key: str | None = None) -> LLMCall:
         stored = self.calls.stored.get(self.turn + 1)
         if self.owner.draining and (stored is None or stored.status is CallStatus.BUDGET):
             raise SweepStopped("the sweep is stopping")

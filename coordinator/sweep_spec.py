@@ -487,7 +487,7 @@ class _Parser:
     def endpoints(self, value: Any) -> list[EndpointConfig]:
         fields = ("name", "kind", "base_url", "api_key_env", "timeout_s", "max_retries",
                   "backoff_base_s", "backoff_cap_s", "max_concurrency", "requests_per_minute",
-                  "tokens_per_minute", "burst_s", "max_tokens_param")
+                  "tokens_per_minute", "burst_s", "max_tokens_param", "idempotency_header")
         out: list[EndpointConfig] = []
         for i, t in enumerate(self.array_of_tables(value, "endpoints")):
             path = f"endpoints[{i}]"
@@ -519,10 +519,13 @@ class _Parser:
                 if kind != "openai":
                     raise self.fail(f"{path}.max_tokens_param", "applies to kind \"openai\" only")
                 kw["max_tokens_param"] = param
+            if "idempotency_header" in t:
+                kw["idempotency_header"] = self.string(t["idempotency_header"],
+                                                       f"{path}.idempotency_header", empty=True)
             try:
                 out.append(EndpointConfig(**kw))
             except ProviderConfigError as exc:
-                bad = next((k for k in fields if k in str(exc)), None)
+                bad = next((k for k in sorted(fields, key=len, reverse=True) if k in str(exc)), None)
                 raise self.fail(f"{path}.{bad}" if bad else path, str(exc)) from None
         self.unique([e.name for e in out], "endpoints", "name")
         return out

@@ -29,6 +29,14 @@ ends as ``SERVER_ERROR`` and a 408 as ``TIMEOUT``, each with the error text. No 
 after ``deadline_s``, and each attempt's timeout is the smaller of ``timeout_s`` and what is left
 of the deadline.
 
+Idempotency: a caller may give ``complete`` an ``idempotency_key``, sent in every attempt under
+the endpoint's ``idempotency_header`` (default ``Idempotency-Key``; ``""`` sends none). The sweep
+derives it from (run, trajectory, turn), so a resumed run asks for a lost reply under the key it
+was first asked with; an endpoint or gateway that honours the key answers a repeat with the reply
+it already billed instead of generating and billing it again. That is what closes the window a
+``kill -9`` leaves between a reply's arrival and its commit to the store. Endpoints that ignore
+the header (the OpenAI and Anthropic chat APIs do) bill a repeat as a new call.
+
 Limits, per endpoint (per provider instance): at most ``max_concurrency`` requests in flight;
 ``requests_per_minute`` and ``tokens_per_minute`` as token buckets that hold ``burst_s`` seconds'
 worth of the rate (smooth pacing — providers enforce their limits at sub-minute granularity).
@@ -57,8 +65,9 @@ import logging
 import math
 import os
 import random
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -96,6 +105,9 @@ def require_httpx() -> Any:
     return httpx
 
 
+_HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+
+
 @dataclass(frozen=True)
 class EndpointConfig:
     """One model endpoint as a sweep spec names it; holds the key's variable name, never the key."""
@@ -115,6 +127,8 @@ class EndpointConfig:
     # OpenAI kind only: newer OpenAI models take "max_completion_tokens"; vLLM, SGLang and
     # DeepSeek take "max_tokens".
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # The header that carries a call's idempotency key ("" sends none); see the module doc.
+    idempotency_header: str = "Idempotency-Key"
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -132,6 +146,10 @@ class EndpointConfig:
         for key, value in positive.items():
             if value is not None and not value > 0:
                 raise ProviderConfigError(f"endpoint {self.name!r}: {key} must be > 0, got {value!r}")
+        if self.idempotency_header and not _HEADER_NAME.fullmatch(self.idempotency_header):
+            raise ProviderConfigError(f"endpoint {self.name!r}: idempotency_header must be an HTTP "
+                                      f"header name (letters, digits, '-') or \"\", got "
+                                      f"{self.idempotency_header!r}")
         if self.max_retries < 0 or self.backoff_base_s < 0:
             raise ProviderConfigError(f"endpoint {self.name!r}: max_retries and backoff_base_s "
                                       "must be >= 0")
@@ -389,11 +407,16 @@ class Provider(abc.ABC):
         return random.uniform(0.0, ceiling)
 
     async def complete(self, prompt: Prompt, *, model: str, temperature: float | None,
-                       max_tokens: int | None, deadline_s: float) -> LLMCall:
-        """Send ``prompt`` with retries; every outcome is a call record (see the module doc)."""
+                       max_tokens: int | None, deadline_s: float,
+                       idempotency_key: str | None = None) -> LLMCall:
+        """Send ``prompt`` with retries; every outcome is a call record (see the module doc).
+        ``idempotency_key`` goes in every attempt's ``idempotency_header``."""
         start = time.monotonic()
         deadline = start + deadline_s
         request = self.build_request(prompt, model=model, temperature=temperature, max_tokens=max_tokens)
+        if idempotency_key and self.config.idempotency_header:
+            request = replace(request, headers={
+                **request.headers, self.config.idempotency_header: idempotency_key})
         url = self.config.base_url.rstrip("/") + request.path
         state = self._loop_state()
         estimate = estimate_prompt_tokens(prompt)

@@ -22,7 +22,7 @@ import pytest
 
 import generators
 import operators
-from coordinator.recorded_provider import RecordedProvider, ResumeMismatchError
+from coordinator.recorded_provider import RecordedProvider, ResumeMismatchError, idempotency_key_of
 from coordinator.store import Store, TrajectoryKey
 from generators import EndReason, Trajectory, TrajectoryContext
 from generators.evaluation import AgentEvaluator, Evaluator
@@ -210,6 +210,23 @@ def test_prompt_mismatch_on_resume_raises_and_sends_nothing(tmp_path: Path) -> N
         assert len(server.requests()) == 1 and rp.replayed == 1
     assert again.candidates[0].source == traj.candidates[0].source
     assert store.llm_call_count() == 1
+
+
+def test_a_call_lost_before_its_commit_is_asked_again_under_the_same_key(tmp_path: Path) -> None:
+    # A kill -9 between a reply's arrival and its commit leaves the store without the turn; the
+    # resumed run sends it again under the key it was first sent with, so an endpoint that
+    # honours keys can answer without billing twice. Simulated here by an emptied store.
+    script = {"endpoints": {"ep": {"default": _ok(_fenced(ADD.solution), 500, 100)}}}
+    with fake_server(script, tmp_path) as server:
+        asyncio.run(_run(server, Store(tmp_path / "a.sqlite"), "sample", {}, None))
+        asyncio.run(_run(server, Store(tmp_path / "b.sqlite"), "sample", {}, None))
+        server.wait_billing(2)
+        keys = [r["idempotency_key"] for r in sorted(server.requests(), key=lambda r: r["seq"])]
+    assert keys == [idempotency_key_of(RUN, _key("sample"), 1)] * 2
+    # Anything else is a different call: another turn, trajectory, sample or run.
+    others = {idempotency_key_of(RUN, _key("sample"), 2), idempotency_key_of(RUN, _key("refine"), 1),
+              idempotency_key_of(RUN, _key("sample", 1), 1), idempotency_key_of("run-2", _key("sample"), 1)}
+    assert len(others) == 4 and keys[0] not in others
 
 
 # -- (d) exactly-once ---------------------------------------------------------------------------------

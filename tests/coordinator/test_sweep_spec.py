@@ -217,6 +217,8 @@ def test_unknown_operator_suggests() -> None:
      "endpoints[1].max_concurrency", "must be >= 1"),
     (('api_key_env = "OPENAI_API_KEY"', 'api_key_env = "OPENAI API KEY"'), "endpoints[1].api_key_env",
      "name of an environment variable"),
+    (('api_key_env = "OPENAI_API_KEY"', 'api_key_env = "OPENAI_API_KEY"\nidempotency_header = "X: y"'),
+     "endpoints[1].idempotency_header", "must be an HTTP header name"),
     # methods
     (("turns = 3", "turnz = 3"), "methods[2].turnz", "unknown option for method 'refine'"),
     (("turns = 3", "turns = 0"), "methods[2].turns", "turns must be an int >= 1"),

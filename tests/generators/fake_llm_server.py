@@ -163,6 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
             "authorization": self.headers.get("authorization"),
             "x_api_key": self.headers.get("x-api-key"),
             "anthropic_version": self.headers.get("anthropic-version"),
+            "idempotency_key": self.headers.get("idempotency-key"),
             "body": body_json, "t_start": t_start, "t_end": time.time(), "in_flight": in_flight,
         })
         state.log(state.billing, {"endpoint": endpoint, "seq": seq, "kind": reply["kind"],

@@ -383,3 +383,34 @@ def test_registry_and_config_validation() -> None:
     # Picklable (Ray ships it to actors), and the pickle holds no key.
     blob = pickle.dumps(provider)
     assert KEY.encode() not in blob and pickle.loads(blob).config == config
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_every_attempt_of_a_call_carries_its_idempotency_key(wire: str, tmp_path: Path) -> None:
+    # A 503 then a reply: both attempts carry the caller's key, so an endpoint that honours keys
+    # can answer the retry with a reply it generated for the first; no key, no header.
+    replies = [{"kind": "error", "status": 503},
+               {"kind": "ok", "text": "ok", "usage": _usage(wire, 10, 5)},
+               {"kind": "ok", "text": "ok", "usage": _usage(wire, 10, 5)},
+               {"kind": "ok", "text": "ok", "usage": _usage(wire, 10, 5)}]
+    with fake_server({"endpoints": {"ep": {"replies": replies}}}, tmp_path) as server:
+        async def run() -> list[LLMCall]:
+            async with create(_config(server, wire, "ep")) as p, \
+                    create(_config(server, wire, "ep", idempotency_header="")) as q:
+                return [await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
+                                         deadline_s=10, idempotency_key="kgb-abc"),
+                        await p.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
+                                         deadline_s=10),
+                        await q.complete(PROMPT, model=MODEL, temperature=None, max_tokens=8,
+                                         deadline_s=10, idempotency_key="kgb-def")]
+
+        calls = asyncio.run(run())
+        keys = [r["idempotency_key"] for r in sorted(server.requests(), key=lambda r: r["seq"])]
+    assert [c.status for c in calls] == [CallStatus.OK] * 3 and calls[0].attempts == 2
+    assert keys == ["kgb-abc", "kgb-abc", None, None]
+
+
+def test_idempotency_header_must_be_a_header_name() -> None:
+    with pytest.raises(ProviderConfigError, match="idempotency_header"):
+        EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:1/v1",
+                       idempotency_header="Idempotency Key: x")
