@@ -318,7 +318,9 @@ def faults(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "store_tokens": b["tokens"], "llm_billed_tokens": billed_tokens,
             "tokens_spent_twice": billed_tokens - b["tokens"],
             "store_calls": b["calls"], "llm_billed_calls": billed_calls,
-            "llm_abandoned_replies": llm.stats()["abandoned"], "exit": resumed.returncode,
+            "llm_abandoned_replies": llm.stats()["abandoned"],
+            # repeats of a key whose reply was billed before the kill: answered, not billed again
+            "llm_repeats_answered_by_key": llm.stats()["replayed"], "exit": resumed.returncode,
             "tail": out[-600:],
         }
     finally:
