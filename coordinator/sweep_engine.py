@@ -10,9 +10,12 @@ Who does what (one Ray cluster; the driver is the ``kgb sweep run`` process):
   agent it looks for a stored verdict from an agent of the same device model and harness
   version (never evaluate twice) and it stores each new verdict before returning it, both on its
   own connection to the store; it bounds the evaluations in flight by the fleet's capacity.
-* :class:`Generator` — one per model endpoint (so that endpoint's concurrency and rate limits
-  hold exactly) and one for the candidate methods; spread over the cluster's nodes. Each runs
-  many trajectories as asyncio tasks.
+* :class:`Generator` — a few per model endpoint (:func:`generator_count`: one per node, and
+  one per ``GENERATIONS_PER_GENERATOR`` generations in flight, so no event loop is the
+  bottleneck), each with its share of the endpoint's concurrency and rate limits (the shares
+  add up to the endpoint's exactly), and one for the candidate methods; spread over the
+  cluster's nodes. Each runs many trajectories as asyncio tasks; the driver gives each new
+  trajectory to the endpoint's least loaded generator.
 * the driver (:func:`run_sweep`) — plans, skips what the store says is finished, hands out
   trajectories with at most ``generation_per_endpoint`` in flight per endpoint, takes results in
   completion order, stores them (batched), and feeds metrics and the progress bar. No global
@@ -34,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import math
 import os
@@ -62,10 +66,14 @@ from protos.records import Status, Verdict
 log = logging.getLogger(__name__)
 
 CANDIDATES = ""  # the generator of candidate methods (reference, replay): no endpoint
-MAX_SHARDS = 8  # generators per endpoint at most (one per Ray node)
+MAX_SHARDS = 8  # generators per endpoint chosen for the cluster's nodes, at most
+# An event loop kept this many generations in flight before its latency grew (on the 2-core dev
+# box one generator held 1,200 at 2,660 trajectories/min, two at 3,120: docs/BENCHMARKS.md).
+GENERATIONS_PER_GENERATOR = 600
 GENERATOR_START_S = 120.0  # a generator pinned to a node must start within this
 CALL_BATCH_S = 0.02  # a generator's model calls are sent to the store writer in 20 ms batches
 STATE_POLL_S = 2.0
+GC_YOUNG_THRESHOLD = 50_000  # allocations between young-generation collections (Python: 700)
 
 
 class SweepStopped(Exception):
@@ -153,6 +161,17 @@ def _slim_verdict(v: Verdict) -> Verdict:
 # -- the store writer ------------------------------------------------------------------------------
 
 
+def quiet_gc() -> None:
+    """For a long-running sweep process: what exists once it has started (modules, the problem
+    registry, Ray's own objects) is frozen out of the cyclic collector, and the young generation
+    is collected less often. Each full collection otherwise walked every one of those objects,
+    holding the event loop for up to a second (measured in a generator with 1,200 trajectories
+    in flight), and a held loop delays every reply and verdict waiting on it."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
 def _settle(batch: list[tuple[Any, asyncio.Future[Any]]], out: Sequence[Any] = (), *,
             error: BaseException | None = None) -> None:
     """Hand each waiter of a batch its result (in order), or all of them the batch's error."""
@@ -209,6 +228,7 @@ class StoreWriter:
         self.tokens, self.cost = self._pool.submit(self._store.run_spend, run_id).result()
         self.commits = 0
         self._calls = _Batcher(self._run, self._store.add_llm_calls, self._count_calls)
+        quiet_gc()
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -278,6 +298,7 @@ class FleetRouter:
         self._rooms: dict[str, asyncio.Condition] = {}  # per platform: a slot came free
         self.evaluated = 0
         self.reused = 0
+        quiet_gc()
 
     async def start(self) -> str:
         """Start checking agents (and serving the registry); returns the registry address or ""."""
@@ -466,7 +487,7 @@ class Generator:
     """Runs trajectories of one endpoint (or of the candidate methods); see the module doc."""
 
     def __init__(self, spec_text: str, spec_source: str, spec_dir: str, run_id: str,
-                 endpoint: str, writer: Any, router: Any, shards: int = 1) -> None:
+                 endpoint: str, writer: Any, router: Any, shards: int = 1, shard: int = 0) -> None:
         self.spec = parse_spec(spec_text, spec_source, base_dir=spec_dir)
         self.run_id = run_id
         self.writer = writer
@@ -476,7 +497,7 @@ class Generator:
         if endpoint != CANDIDATES:
             from generators.providers import create as create_provider
 
-            self.provider = create_provider(_shard(self.spec.endpoint(endpoint), shards),
+            self.provider = create_provider(_shard(self.spec.endpoint(endpoint), shards, shard),
                                             self.spec.price_table(endpoint))
         self.methods = {m.label: m.build() for m in self.spec.methods}
         b = self.spec.budgets
@@ -487,6 +508,7 @@ class Generator:
         self.calls_on_wire = 0
         self.call_writes = _RemoteBatch(writer.add_llm_calls, CALL_BATCH_S)
         self.node = ray.get_runtime_context().get_node_id()
+        quiet_gc()
 
     def observe_spend(self, tokens: int, cost: float) -> None:
         if self.sweep_budget is not None:
@@ -566,16 +588,32 @@ class Generator:
             await self.provider.aclose()
 
 
-def _shard(config: EndpointConfig, shards: int) -> EndpointConfig:
-    """One of ``shards`` generators' share of an endpoint's limits (together: the endpoint's)."""
+def _shard(config: EndpointConfig, shards: int, shard: int = 0) -> EndpointConfig:
+    """Generator ``shard``'s share of an endpoint's limits: over all ``shards`` the shares add up
+    to the endpoint's exactly (concurrency split as evenly as integers allow)."""
     if shards <= 1:
         return config
+    base, extra = divmod(config.max_concurrency, shards)
     return dataclasses.replace(
-        config, max_concurrency=max(1, math.ceil(config.max_concurrency / shards)),
+        config, max_concurrency=base + (1 if shard < extra else 0),
         requests_per_minute=None if config.requests_per_minute is None
         else config.requests_per_minute / shards,
         tokens_per_minute=None if config.tokens_per_minute is None
         else config.tokens_per_minute / shards)
+
+
+def generator_count(spec: SweepSpec, endpoint: str, nodes: int) -> int:
+    """How many generators run ``endpoint``'s trajectories: the spec's
+    ``generators_per_endpoint``, else one per node (up to ``MAX_SHARDS``) and at least one per
+    ``GENERATIONS_PER_GENERATOR`` generations in flight; never more than the endpoint's
+    ``max_concurrency`` (each needs an HTTP slot of its own). The candidate methods need one."""
+    if endpoint == CANDIDATES:
+        return 1
+    c = spec.concurrency
+    n = c.generators_per_endpoint or max(
+        min(max(1, nodes), MAX_SHARDS),
+        math.ceil(c.generation_per_endpoint / GENERATIONS_PER_GENERATOR))
+    return max(1, min(n, spec.endpoint(endpoint).max_concurrency))
 
 
 def _result(run_id: str, platform: str, key: TrajectoryKey, source: str,
@@ -713,19 +751,19 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         queues: dict[str, list[PlannedTrajectory]] = {}
         for p in todo:
             queues.setdefault(_endpoint_of(spec, p), []).append(p)
-        # An endpoint's trajectories run on one generator per node (up to MAX_SHARDS), each with
-        # its share of the endpoint's limits; the candidate methods need one.
+        # An endpoint's trajectories run on generator_count() generators placed round-robin over
+        # the nodes, each with its share of the endpoint's limits.
         nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n.get("Alive"))
         starts: dict[str, list[Any]] = {}
         placed = 0
         for endpoint in queues:
-            shards = 1 if endpoint == CANDIDATES else max(1, min(len(nodes), MAX_SHARDS))
+            shards = generator_count(spec, endpoint, len(nodes))
             starts[endpoint] = []
-            for _ in range(shards):
+            for shard in range(shards):
                 node = nodes[placed % len(nodes)] if nodes else ""
                 placed += 1
                 starts[endpoint].append(_start_generator(
-                    options, endpoint, writer, router, shards, node, tokens0, cost0))
+                    options, endpoint, writer, router, shards, shard, node, tokens0, cost0))
         for endpoint, coros in starts.items():
             generators[endpoint] = list(await asyncio.gather(*coros))
         if on_progress:
@@ -733,7 +771,8 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
 
         tasks: set[asyncio.Task[None]] = set()
 
-        async def one(g: Any, p: PlannedTrajectory, sem: asyncio.Semaphore) -> None:
+        async def one(g: Any, load: list[int], p: PlannedTrajectory, sem: asyncio.Semaphore
+                      ) -> None:
             try:
                 outcome: Outcome = await g.run.remote(p, turns.get(keys[p], []))
             except Exception as exc:  # noqa: BLE001 - a lost generator: resumable
@@ -741,6 +780,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
                 outcome = Outcome(p, None, error=f"{type(exc).__name__}: {last}"[:300])
             finally:
                 sem.release()
+                load[0] -= 1
                 progress.in_flight -= 1
             if outcome.result is not None and results is not None:
                 await results.put(outcome)
@@ -755,14 +795,16 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
                      else max(4, spec.concurrency.evaluations_in_flight or 64))
             sem = asyncio.Semaphore(limit)
             shards = generators[endpoint]
-            for i, p in enumerate(queue):
-                g = shards[i % len(shards)]
+            loads = [[0] for _ in shards]  # trajectories in flight on each generator
+            for p in queue:
                 await sem.acquire()
                 if stop.event.is_set():
                     sem.release()
                     return
+                i = min(range(len(shards)), key=lambda j: loads[j][0])  # the least loaded
+                loads[i][0] += 1
                 progress.in_flight += 1
-                t = asyncio.get_running_loop().create_task(one(g, p, sem))
+                t = asyncio.get_running_loop().create_task(one(shards[i], loads[i], p, sem))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
 
@@ -877,7 +919,7 @@ class _ResultSink:
 
 
 async def _start_generator(options: SweepOptions, endpoint: str, writer: Any, router: Any,
-                           shards: int, node: str, tokens: int, cost: float) -> Any:
+                           shards: int, shard: int, node: str, tokens: int, cost: float) -> Any:
     """A Generator actor pinned to ``node`` (round-robin placement over the nodes alive at the
     start), told what the run has spent so far. Pinned hard: a soft pin falls back to the
     driver's node whenever the head's view of the other node lags, which put every generator on
@@ -888,7 +930,7 @@ async def _start_generator(options: SweepOptions, endpoint: str, writer: Any, ro
         return ray.remote(Generator).options(
             max_concurrency=100_000, num_cpus=0, scheduling_strategy=where).remote(
             options.spec_text, options.spec_source, options.spec_dir, options.run_id,
-            endpoint, writer, router, shards)
+            endpoint, writer, router, shards, shard)
 
     if node:
         g = start(NodeAffinitySchedulingStrategy(node_id=node, soft=False))

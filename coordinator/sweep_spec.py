@@ -139,12 +139,16 @@ class Budgets:
     sweep_max_cost_usd: float | None = None
 
 
+MAX_GENERATORS_PER_ENDPOINT = 64
+
+
 @dataclass(frozen=True)
 class Concurrency:
     """``[concurrency]``: how much work is in flight."""
 
     generation_per_endpoint: int = 64  # trajectories in flight per endpoint
     evaluations_in_flight: int = 0     # candidates being evaluated; 0: twice the fleet's capacity
+    generators_per_endpoint: int = 0   # generator actors per endpoint; 0: chosen by the engine
 
 
 class PlannedTrajectory(NamedTuple):
@@ -343,11 +347,14 @@ class _Parser:
                                   "starting with a letter or digit)")
         return s
 
-    def integer(self, value: Any, path: str, *, minimum: int | None = None) -> int:
+    def integer(self, value: Any, path: str, *, minimum: int | None = None,
+                maximum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(path, f"expected an integer, got {_type_name(value)}")
         if minimum is not None and value < minimum:
             raise self.fail(path, f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.fail(path, f"must be <= {maximum}, got {value}")
         return value
 
     def number(self, value: Any, path: str, *, minimum: float | None = None,
@@ -705,7 +712,8 @@ class _Parser:
 
     def concurrency(self, value: Any) -> Concurrency:
         t = self.table(value, "concurrency")
-        self.keys(t, "concurrency", ("generation_per_endpoint", "evaluations_in_flight"))
+        self.keys(t, "concurrency", ("generation_per_endpoint", "evaluations_in_flight",
+                                     "generators_per_endpoint"))
         kw: dict[str, int] = {}
         if "generation_per_endpoint" in t:
             kw["generation_per_endpoint"] = self.integer(t["generation_per_endpoint"],
@@ -713,6 +721,10 @@ class _Parser:
         if "evaluations_in_flight" in t:
             kw["evaluations_in_flight"] = self.integer(t["evaluations_in_flight"],
                                                        "concurrency.evaluations_in_flight", minimum=0)
+        if "generators_per_endpoint" in t:
+            kw["generators_per_endpoint"] = self.integer(
+                t["generators_per_endpoint"], "concurrency.generators_per_endpoint", minimum=0,
+                maximum=MAX_GENERATORS_PER_ENDPOINT)
         return Concurrency(**kw)
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -80,16 +81,24 @@ class Extraction:
     ``source`` is the candidate when ``status`` is ``OK``; for other statuses it is the best
     partial code found (for logs and feedback, never to be evaluated), or ``""``. ``blocks`` counts
     the reply's Python code blocks; ``chosen`` is the index (among them) of the block ``source``
-    came from, None when it came from unfenced text or nowhere. ``missing`` lists required entry
-    points ``source`` does not define. ``note`` says, for people, why this outcome.
+    came from, None when it came from unfenced text or nowhere. ``note`` says, for people, why
+    this outcome. ``required`` are the entry points :attr:`missing` checks ``source`` for (empty
+    when there is nothing to check: no code, or no names given).
     """
 
     status: ExtractStatus
     source: str = ""
     blocks: int = 0
     chosen: int | None = None
-    missing: tuple[str, ...] = ()
     note: str = ""
+    required: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def missing(self) -> tuple[str, ...]:
+        """The ``required`` entry points ``source`` does not define. Worked out on first use:
+        parsing a candidate costs milliseconds, and a sweep's generator extracts thousands a
+        minute whose ``missing`` only feedback on a failure reads."""
+        return _missing(self.source, self.required) if self.required else ()
 
     @property
     def ok(self) -> bool:
@@ -246,11 +255,11 @@ def _extract(reply: str, names: tuple[str, ...], truncated: bool | None) -> Extr
         found = _unfenced(text)
         if truncated:
             code = found[0] if found else ""
-            return Extraction(ExtractStatus.TRUNCATED, code, 0, None, _missing(code, names),
-                              "reply cut off (caller) before a fenced code block closed")
+            return Extraction(ExtractStatus.TRUNCATED, code, 0, None,
+                              "reply cut off (caller) before a fenced code block closed", names)
         if found is not None:
             code, note = found
-            return Extraction(ExtractStatus.OK, code, 0, None, _missing(code, names), note)
+            return Extraction(ExtractStatus.OK, code, 0, None, note, names)
         note = "empty reply" if not text.strip() else "no code block and no code in the reply"
         return Extraction(ExtractStatus.NO_CODE, note=note)
     if not py:
@@ -265,6 +274,10 @@ def _extract(reply: str, names: tuple[str, ...], truncated: bool | None) -> Extr
 
     full = [i for i, b in enumerate(py) if complete(b)]
     cut = [i for i, b in enumerate(py) if not complete(b)]
+    if n == 1 and not cut and not truncated:
+        # One complete block, a reply not cut off: steps 4 and 7 both choose it, so which one
+        # applies (whether it defines every entry point) needs no parse here.
+        return Extraction(ExtractStatus.OK, py[0].text, 1, 0, "one code block", names)
     extra = f"; {n} Python blocks" if n > 1 else ""
     if names:
         eligible = [i for i in full if not _missing(py[i].text, names)]
@@ -273,16 +286,16 @@ def _extract(reply: str, names: tuple[str, ...], truncated: bool | None) -> Extr
             note = "the last block defining every entry point" if n > 1 else "one code block"
             if cut:
                 note += "; a later block was cut off"
-            return Extraction(ExtractStatus.OK, py[i].text, n, i, (), note + extra)
+            return Extraction(ExtractStatus.OK, py[i].text, n, i, note + extra, names)
     if cut:
         i = cut[-1]
-        return Extraction(ExtractStatus.TRUNCATED, py[i].text, n, i, _missing(py[i].text, names),
-                          "the code block never closes: reply cut off" + extra)
+        return Extraction(ExtractStatus.TRUNCATED, py[i].text, n, i,
+                          "the code block never closes: reply cut off" + extra, names)
     last = full[-1]
     if truncated:
         return Extraction(ExtractStatus.TRUNCATED, py[last].text, n, last,
-                          _missing(py[last].text, names),
-                          "reply cut off (caller) with no block defining every entry point" + extra)
+                          "reply cut off (caller) with no block defining every entry point" + extra,
+                          names)
     if names and len(full) > 1:
         union: set[str] = set()
         partial = 0
@@ -292,9 +305,7 @@ def _extract(reply: str, names: tuple[str, ...], truncated: bool | None) -> Extr
             union |= got
         if partial > 1 and union >= set(names):
             return Extraction(ExtractStatus.SPLIT, py[last].text, n, last,
-                              _missing(py[last].text, names),
                               "entry points spread over several blocks; none defines them all"
-                              + extra)
+                              + extra, names)
     note = "the last Python block" if n > 1 else "one code block"
-    return Extraction(ExtractStatus.OK, py[last].text, n, last, _missing(py[last].text, names),
-                      note + extra)
+    return Extraction(ExtractStatus.OK, py[last].text, n, last, note + extra, names)

@@ -254,7 +254,7 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
     from rich.console import Console
 
     from coordinator.metrics import SweepMetrics
-    from coordinator.sweep_engine import SweepOptions, init_ray
+    from coordinator.sweep_engine import SweepOptions, init_ray, quiet_gc
 
     console = Console(stderr=True)
     db = Path(store_dir) / DB_NAME
@@ -288,6 +288,7 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
     try:
         with console.status("starting Ray ...") if not no_progress else _null():
             init_ray(ray_address)
+        quiet_gc()
         state, progress = asyncio.run(_drive(spec, options, view, _owner()))
         view.close()
         _summary(console, spec, state, progress, store_dir)

@@ -11,6 +11,7 @@ Ray cluster; and bad specs and bad run names are clear usage errors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -18,12 +19,21 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import orjson
 import pytest
 
 from coordinator.store import DB_NAME, Store
-from coordinator.sweep_engine import SweepOptions, init_ray, run_sweep
+from coordinator.sweep_engine import (
+    CANDIDATES,
+    SweepOptions,
+    _shard,
+    generator_count,
+    init_ray,
+    run_sweep,
+)
 from coordinator.sweep_spec import load_spec
 from protos.records import Status, Verdict
 from tests.coordinator.sweeping import (
@@ -159,8 +169,9 @@ def test_a_killed_coordinator_resumes_without_resending_or_reevaluating(
     """SIGKILL to the coordinator's process group mid-sweep, then resume: every stored call is
     replayed, every result and verdict exactly once, and the LLM's own books equal the store's."""
     with fake_llm(tmp_path, "--latency-s", "1.0") as llm:
+        # two generators share the endpoint: the books must hold across them too
         spec_path = write_spec(tmp_path / "s.toml", "killed", llm, two_agents, samples=30,
-                               concurrency=8)
+                               concurrency=8, extra="generators_per_endpoint = 2")
         store_dir = load_spec(spec_path).store
         proc = kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")
         wait_for(lambda: _finished_so_far(store_dir, "killed") >= 10,
@@ -351,3 +362,33 @@ def test_the_ten_million_token_sweep_books_equal_the_llms_log(tmp_path: Path) ->
     assert r["exit"] == 0, r["tail"]
     assert r["books_equal"] and r["store_tokens"] == r["llm_billed_tokens"] == 10_000_000, r
     assert r["results"] == r["trajectories"] == 200
+
+
+def _spec_with(tmp_path: Path, concurrency: int, extra: str = "") -> Any:
+    llm: Any = SimpleNamespace(base_url="http://127.0.0.1:9/v1")
+    return load_spec(write_spec(tmp_path / "s.toml", "count", llm, [], concurrency=concurrency,
+                                extra=extra))
+
+
+def test_generators_per_endpoint_follow_nodes_and_generations_in_flight(tmp_path: Path) -> None:
+    # one per node (up to 8), at least one per 600 generations in flight, the spec's own count
+    # when given; never more than the endpoint's HTTP slots; one for the candidate methods
+    assert generator_count(_spec_with(tmp_path, 64), "fake", 1) == 1
+    assert generator_count(_spec_with(tmp_path, 64), "fake", 3) == 3
+    assert generator_count(_spec_with(tmp_path, 64), "fake", 20) == 8
+    assert generator_count(_spec_with(tmp_path, 1200), "fake", 1) == 2
+    assert generator_count(_spec_with(tmp_path, 1201), "fake", 1) == 3
+    assert generator_count(_spec_with(tmp_path, 64, "generators_per_endpoint = 5"), "fake", 1) == 5
+    few = _spec_with(tmp_path, 16, "generators_per_endpoint = 40")  # max_concurrency is 16
+    assert generator_count(few, "fake", 1) == 16
+    assert generator_count(few, CANDIDATES, 4) == 1
+
+
+def test_generators_share_an_endpoints_limits_exactly(tmp_path: Path) -> None:
+    config = dataclasses.replace(_spec_with(tmp_path, 64).endpoint("fake"), max_concurrency=10,
+                                 requests_per_minute=90.0, tokens_per_minute=1000.0)
+    parts = [_shard(config, 3, i) for i in range(3)]
+    assert [p.max_concurrency for p in parts] == [4, 3, 3]
+    assert sum(p.requests_per_minute or 0 for p in parts) == pytest.approx(90.0)
+    assert sum(p.tokens_per_minute or 0 for p in parts) == pytest.approx(1000.0)
+    assert _shard(config, 1, 0) == config

@@ -219,6 +219,8 @@ def test_unknown_operator_suggests() -> None:
      "name of an environment variable"),
     (('api_key_env = "OPENAI_API_KEY"', 'api_key_env = "OPENAI_API_KEY"\nidempotency_header = "X: y"'),
      "endpoints[1].idempotency_header", "must be an HTTP header name"),
+    (("n = 4", "n = 4\n\n[concurrency]\ngenerators_per_endpoint = 65"),
+     "concurrency.generators_per_endpoint", "must be <= 64"),
     # methods
     (("turns = 3", "turnz = 3"), "methods[2].turnz", "unknown option for method 'refine'"),
     (("turns = 3", "turns = 0"), "methods[2].turns", "turns must be an int >= 1"),
