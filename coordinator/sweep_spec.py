@@ -532,8 +532,7 @@ class _Parser:
             try:
                 out.append(EndpointConfig(**kw))
             except ProviderConfigError as exc:
-                bad = next((k for k in sorted(fields, key=len, reverse=True) if k in str(exc)), None)
-                raise self.fail(f"{path}.{bad}" if bad else path, str(exc)) from None
+                raise self.fail(f"{path}.{exc.field}" if exc.field else path, str(exc)) from None
         self.unique([e.name for e in out], "endpoints", "name")
         return out
 

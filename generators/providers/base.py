@@ -91,7 +91,12 @@ class PrerequisiteError(RuntimeError):
 
 
 class ProviderConfigError(ValueError):
-    """An endpoint is configured wrongly (bad field, key variable unset): a user error."""
+    """An endpoint is configured wrongly (bad field, key variable unset): a user error.
+    ``field`` names the offending :class:`EndpointConfig` field, when there is one."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def require_httpx() -> Any:
@@ -132,27 +137,29 @@ class EndpointConfig:
 
     def __post_init__(self) -> None:
         if not self.name:
-            raise ProviderConfigError("endpoint needs a name")
+            raise ProviderConfigError("endpoint needs a name", "name")
         if self.kind not in ("openai", "anthropic"):
             raise ProviderConfigError(f"endpoint {self.name!r}: kind must be 'openai' or 'anthropic', "
-                                      f"got {self.kind!r}")
+                                      f"got {self.kind!r}", "kind")
         if not self.base_url.startswith(("http://", "https://")):
             raise ProviderConfigError(f"endpoint {self.name!r}: base_url must start with http:// or "
-                                      f"https://, got {self.base_url!r}")
+                                      f"https://, got {self.base_url!r}", "base_url")
         positive = {"timeout_s": self.timeout_s, "max_concurrency": self.max_concurrency,
                     "burst_s": self.burst_s, "backoff_cap_s": self.backoff_cap_s,
                     "requests_per_minute": self.requests_per_minute,
                     "tokens_per_minute": self.tokens_per_minute}
         for key, value in positive.items():
             if value is not None and not value > 0:
-                raise ProviderConfigError(f"endpoint {self.name!r}: {key} must be > 0, got {value!r}")
+                raise ProviderConfigError(f"endpoint {self.name!r}: {key} must be > 0, got {value!r}",
+                                          key)
         if self.idempotency_header and not _HEADER_NAME.fullmatch(self.idempotency_header):
             raise ProviderConfigError(f"endpoint {self.name!r}: idempotency_header must be an HTTP "
                                       f"header name (letters, digits, '-') or \"\", got "
-                                      f"{self.idempotency_header!r}")
-        if self.max_retries < 0 or self.backoff_base_s < 0:
-            raise ProviderConfigError(f"endpoint {self.name!r}: max_retries and backoff_base_s "
-                                      "must be >= 0")
+                                      f"{self.idempotency_header!r}", "idempotency_header")
+        for key, number in (("max_retries", self.max_retries), ("backoff_base_s", self.backoff_base_s)):
+            if number < 0:
+                raise ProviderConfigError(f"endpoint {self.name!r}: {key} must be >= 0, got "
+                                          f"{number!r}", key)
 
 
 @dataclass(frozen=True)

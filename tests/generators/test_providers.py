@@ -411,6 +411,11 @@ def test_every_attempt_of_a_call_carries_its_idempotency_key(wire: str, tmp_path
 
 
 def test_idempotency_header_must_be_a_header_name() -> None:
-    with pytest.raises(ProviderConfigError, match="idempotency_header"):
+    with pytest.raises(ProviderConfigError, match="idempotency_header") as bad:
         EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:1/v1",
                        idempotency_header="Idempotency Key: x")
+    assert bad.value.field == "idempotency_header"  # the spec parser names the key from this
+    with pytest.raises(ProviderConfigError, match="backoff_base_s must be >= 0") as bad:
+        EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:1/v1",
+                       backoff_base_s=-1)
+    assert bad.value.field == "backoff_base_s"
