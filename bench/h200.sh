@@ -28,13 +28,24 @@ for step in "$@"; do
         -k "${CORPUS_K:-on_gpu}" tests/adversarial/test_corpus.py > "$OUT/corpus$CORPUS_TAG.txt" 2>&1
       echo "exit $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/corpus$CORPUS_TAG.txt" | cut -c1-300 | tail -30 ;;
     copy|throughput|repeatability)
+      vmstat 5 > "$OUT/vmstat-$step.txt" 2>&1 & VMSTAT=$!; SPY=
+      if [ -n "${PYSPY:-}" ] && [ -x /tmp/site/bin/py-spy ]; then
+        # Once the (warm) agent serves: sample it and every worker it forked, without pausing them.
+        ( log="$OUT/$step-agent.log"; for _ in $(seq 600); do grep -q SERVING "$log" 2>/dev/null && break; sleep 1; done
+          sleep "${PYSPY_DELAY:-20}"; P=$(pgrep -of "device_agent serve")
+          timeout $((${PYSPY_S:-60} + 30)) /tmp/site/bin/py-spy record -p "$P" --subprocesses --nonblocking \
+            -f raw -r "${PYSPY_RATE:-20}" -d "${PYSPY_S:-60}" -o "$OUT/pyspy-$step.txt" > "$OUT/pyspy-$step.log" 2>&1 ) & SPY=$!
+      fi
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
-        > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
+        > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log"
+      kill $VMSTAT 2>/dev/null
+      if [ -n "$SPY" ]; then for _ in $(seq 20); do kill -0 $SPY 2>/dev/null || break; sleep 1; done; kill $SPY 2>/dev/null; fi ;;
     repeatseq)
       timeout "${STEP_S:-300}" python3 bench/engine.py repeatability --sequential --out "$OUT" \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
     suite)
-      python3 -m coordinator agent serve --platform cuda --port 50151 > "$OUT/suite-agent.log" 2>&1 &
+      python3 -m coordinator agent serve --platform cuda --port 50151 --workers "${SUITE_WORKERS:-12}" \
+        > "$OUT/suite-agent.log" 2>&1 &
       AGENT=$!
       timeout "${SUITE_S:-400}" python3 bench/reference_suite.py --agent 127.0.0.1:50151 \
         --out "${SUITE_OUT:-$OUT/reference.jsonl}" --jobs "${SUITE_JOBS:-8}" ${SUITE_ARGS:-} \

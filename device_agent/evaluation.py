@@ -429,27 +429,37 @@ class Evaluator:
             report(Stage.CORRECTNESS, "", 0, len(p.calls))
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
+            dry_seconds = held_seconds = 0.0  # for the log: compiling off the gate, holding it
             unstable: list[Finding] = []  # determinism: a second run disagreed with the first
             gate = self.gates[pool_index]
             for i in range(len(p.calls)):
                 probe = i in p.probes
-                asked = waits[1] = time.monotonic()
-                async with gate.shared(self._gate_timeout(deadline)):  # not while a case is timed
-                    # Waiting for the device is the agent's load, not the candidate's time.
-                    waits[1] = 0.0
-                    waits[0] += time.monotonic() - asked
-                    correctness_deadline = min(correctness_deadline + time.monotonic() - asked,
-                                               deadline - self.budgets.margin_s)
-                    await asyncio.wait_for(
-                        worker.send({"type": "call", "nonce": nonce, "index": i,
-                                     "call": _call_to_wire(p.calls[i]),
-                                     "ghost": probe and "ghost" in self.layers
-                                     and spec.kind is Kind.COMPUTE,
-                                     "repeat": probe and "determinism" in self.layers,
-                                     "replay": _call_to_wire(p.replays[i][0])
-                                     if i in p.replays else None}),
-                        timeout=max(0.001, correctness_deadline - time.monotonic()))
-                    msg = await recv(correctness_deadline)
+                # The case goes over, and the worker runs it dry (compiling its kernels), before
+                # the device is asked for: the gate is held only while the device works.
+                await asyncio.wait_for(
+                    worker.send({"type": "call", "nonce": nonce, "index": i,
+                                 "call": _call_to_wire(p.calls[i]),
+                                 "warm": self.platform.compiles_kernels,
+                                 "ghost": probe and "ghost" in self.layers
+                                 and spec.kind is Kind.COMPUTE,
+                                 "repeat": probe and "determinism" in self.layers,
+                                 "replay": _call_to_wire(p.replays[i][0])
+                                 if i in p.replays else None}),
+                    timeout=max(0.001, correctness_deadline - time.monotonic()))
+                msg = await recv(correctness_deadline)
+                if msg.get("type") == "warmed" and msg.get("index") == i:
+                    dry_seconds += float(msg.get("seconds", 0.0))
+                    asked = waits[1] = time.monotonic()
+                    async with gate.shared(self._gate_timeout(deadline)):  # not while timing
+                        # Waiting for the device is the agent's load, not the candidate's time.
+                        waits[1] = 0.0
+                        waits[0] += time.monotonic() - asked
+                        correctness_deadline = min(correctness_deadline + time.monotonic() - asked,
+                                                   deadline - self.budgets.margin_s)
+                        held = time.monotonic()
+                        await worker.send({"type": "run", "nonce": nonce, "index": i})
+                        msg = await recv(correctness_deadline)
+                        held_seconds += time.monotonic() - held
                 kind = msg.get("type")
                 if kind == "case_error":
                     name = p.names[int(msg.get("index", i))]
@@ -494,6 +504,9 @@ class Evaluator:
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
+            log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
+                      "waited for the device %.2fs", spec.ref, p.candidate_hash[:12],
+                      len(results), dry_seconds, held_seconds, waits[0])
             failed = [r for r in results if not r.passed]
             if failed:
                 await _quiet_send(worker, {"type": "stop", "nonce": nonce})
@@ -718,12 +731,13 @@ class Evaluator:
         drifts: list[str | None] = []  # per case: how the outputs after timing differ
         found: list[Finding] = []
 
-        async def expect(kind: str, index: int) -> None:
-            msg = await recv(timing_deadline)
+        async def expect(kind: str, index: int) -> dict[str, Any]:
+            msg: dict[str, Any] = await recv(timing_deadline)
             if msg.get("type") == "timing_error":
                 raise _TimingFailed(str(msg.get("message", "")), str(msg.get("traceback", "")))
             if msg.get("type") != kind or msg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {msg.get('type')!r}", "")
+            return msg
 
         @contextlib.asynccontextmanager
         async def holding(mode: Callable[[float], Any]) -> AsyncIterator[tuple[float, float]]:
@@ -743,8 +757,11 @@ class Evaluator:
             # The worker makes the input sets on the device while it is shared (on the cpu
             # platform, at "prepare", without the gate).
             t_build = time.monotonic()
-            await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed})
-            await expect("built", index)
+            # On a compiling platform the worker first runs the case dry on benchmark-sized
+            # allocations, so no kernel compiles while the device is held alone.
+            await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed,
+                               "warm": self.platform.compiles_kernels})
+            built = await expect("built", index)
             async with holding(gate.shared) as (asked, t_upload):
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
@@ -767,9 +784,11 @@ class Evaluator:
                 raise _TimingFailed(str(rmsg.get("message", "")), str(rmsg.get("traceback", "")))
             if rmsg.get("type") != "rechecked" or rmsg.get("index") != index:
                 raise _TimingFailed(f"unexpected worker message {rmsg.get('type')!r}", "")
-            log.debug("%s %s timing %s: build %.2fs, upload wait %.2fs + %.2fs, exclusive wait "
-                      "%.2fs + held %.2fs (measured %.2fs, %d samples), recheck wait %.2fs + %.2fs",
-                      p.spec.ref, p.candidate_hash[:12], case.name, asked - t_build,
+            log.debug("%s %s timing %s: build %.2fs (dry run %.2fs%s), upload wait %.2fs + %.2fs, "
+                      "exclusive wait %.2fs + held %.2fs (measured %.2fs, %d samples), recheck "
+                      "wait %.2fs + %.2fs", p.spec.ref, p.candidate_hash[:12], case.name,
+                      asked - t_build, float(built.get("seconds", 0.0)),
+                      f", stopped: {built['stopped']}" if built.get("stopped") else "",
                       t_upload - asked, asked_x - t_upload, went - asked_x, wall,
                       float(msg.get("wall_s", 0.0)), int(msg.get("samples", 0)),
                       t_recheck - asked_r, time.monotonic() - t_recheck)

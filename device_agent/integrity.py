@@ -37,6 +37,8 @@ PRIMITIVES: tuple[tuple[str, str], ...] = (
     ("device_agent.timing", "WallTimer.time_us"), ("device_agent.timing", "recheck"),
     ("operators.checking", "check"), ("operators.checking", "compare"),
     ("device_agent.worker", "Channel.send"),
+    ("device_agent.dry_run", "warm"), ("device_agent.dry_run", "warm_made"),
+    ("device_agent.dry_run", "dry"), ("device_agent.dry_run", "NoDeviceWork.__torch_dispatch__"),
     ("triton.runtime.jit", "JITFunction.run"),
     ("triton.runtime.autotuner", "Autotuner.run"),
 )

@@ -1,10 +1,12 @@
 """Hooks on Triton's launch entry points, installed in each worker before any candidate exists.
 
-Three things need to know when a Triton kernel is being launched: the dispatch guard (the
+Four things need to know when a Triton kernel is being launched: the dispatch guard (the
 interpreter and the autotuner use torch internally, which is not the candidate computing with
-torch), launch accounting (a ``compute`` problem's candidate must run its own kernels) and the
+torch), launch accounting (a ``compute`` problem's candidate must run its own kernels), the
 ghost replay, which runs a case again with the candidate's own launches skipped: its outputs
-must then be wrong, or the answer came from somewhere else.
+must then be wrong, or the answer came from somewhere else, and the dry run
+(:mod:`device_agent.dry_run`), which compiles and loads every kernel a call would launch —
+every config of an autotuner — and launches none.
 """
 
 from __future__ import annotations
@@ -31,6 +33,40 @@ def suppressed(module: str) -> Iterator[None]:
         yield
     finally:
         _state.suppressed = None
+
+
+@contextlib.contextmanager
+def compiling_only() -> Iterator[None]:
+    """Within the block, every Triton launch compiles and loads its kernel (the launcher too)
+    but runs nothing; an autotuner compiles each of its configs and tunes nothing, so its
+    choice is still made by the real call."""
+    _state.dry = True
+    try:
+        yield
+    finally:
+        _state.dry = False
+
+
+def _dry() -> bool:
+    return bool(getattr(_state, "dry", False))
+
+
+def _load(kernel: Any) -> None:
+    """Load a compiled kernel into the context and build its launcher (Triton does this on a
+    kernel's first launch, not when it compiles; on Triton 3.6 that is a C compiler run)."""
+    init = getattr(kernel, "_init_handles", None)
+    if callable(init):
+        init()
+
+
+def _compile_configs(tuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """What an autotuner's first call compiles, without benchmarking or caching a choice."""
+    tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+    try:
+        for config in tuner.prune_configs(kwargs):
+            tuner.fn.run(*args, **{**kwargs, "warmup": True}, **config.all_kwargs())
+    finally:
+        tuner.nargs = None
 
 
 def start_recording() -> None:
@@ -68,8 +104,22 @@ def _at_top(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _hooked(original: Callable[..., Any]) -> Callable[..., Any]:
+def _hooked(original: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """``original`` (the ``run`` of a ``what``: jit, autotuner, heuristics or interpreter)
+    wrapped with launch accounting, suppression and the dry run."""
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _dry():
+            if what == "interpreter":  # nothing to compile
+                return None
+            if what == "autotuner":
+                _compile_configs(self, args, kwargs)
+                return None
+            if what == "jit":
+                kwargs["warmup"] = True
+                kernel = original(self, *args, **kwargs)
+                _load(kernel)
+                return kernel
+            return original(self, *args, **kwargs)  # heuristics: its inner run is hooked
         if depth() == 0:
             module = _kernel_module(self)
             if hasattr(_state, "launches"):
@@ -105,15 +155,17 @@ def install() -> None:
         return
     from triton.runtime import autotuner, jit
 
-    targets: list[tuple[Any, str]] = [(jit.JITFunction, "run"), (autotuner.Autotuner, "run"),
-                                      (autotuner.Heuristics, "run")]
+    targets: list[tuple[Any, str, str]] = [(jit.JITFunction, "run", "jit"),
+                                           (autotuner.Autotuner, "run", "autotuner"),
+                                           (autotuner.Heuristics, "run", "heuristics")]
     try:
         from triton.runtime import interpreter
 
-        targets += [(interpreter.GridExecutor, "__call__"), (interpreter.InterpretedFunction, "run")]
+        targets += [(interpreter.GridExecutor, "__call__", "interpreter"),
+                    (interpreter.InterpretedFunction, "run", "interpreter")]
     except ImportError:
         pass
-    for cls, name in targets:
+    for cls, name, what in targets:
         if hasattr(cls, name):
-            setattr(cls, name, _hooked(getattr(cls, name)))
+            setattr(cls, name, _hooked(getattr(cls, name), what))
     _installed = True

@@ -12,6 +12,7 @@ itself. Hidden seeds and expected outputs never enter this process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import inspect
 import os
@@ -209,7 +210,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     # output the kernel never wrote cannot pass by inheriting a stale correct answer.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
-    from device_agent import triton_hooks
+    from device_agent import dry_run, triton_hooks
     from device_agent.dispatch_guard import DispatchGuard
 
     guard_on = "runtime" in layers
@@ -229,6 +230,12 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             return
         except ValueError:
             pass  # no introspectable signature (e.g. a builtin): the call itself will tell
+        # Dry first, without the device's gate: its kernels compile now, not under the gate.
+        warm_s, stopped = dry_run.warm(fn, call, device) if msg.get("warm") else (0.0, "")
+        ch.send({"type": "warmed", "index": i, "seconds": warm_s, "stopped": stopped})
+        go = ch.recv()
+        if go.get("type") != "run" or go.get("index") != i:
+            return
         dev_call = prepare(call, device)
         synchronize(device)
         guard = DispatchGuard(spec.kind) if guard_on else None
@@ -288,9 +295,13 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         fn = getattr(module, case.entry)
         try:
             source: list[Any] = []
+            warm_s, stopped = 0.0, ""
             if device == "cpu":  # host memory: no need to wait for the gate
                 source = build_sets(spec, case, seed=int(msg["seed"]), l2_bytes=l2_bytes)
-            ch.send({"type": "built", "index": index})
+            elif msg.get("warm"):  # compile for the benchmark shapes now, not while timed
+                warm_s, stopped = dry_run.warm_made(
+                    fn, functools.partial(spec.make_call, case, torch.Generator(device)), device)
+            ch.send({"type": "built", "index": index, "seconds": warm_s, "stopped": stopped})
             if ch.recv().get("type") != "upload":
                 return
             if not source:  # made on the device, with the device shared

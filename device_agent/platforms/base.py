@@ -29,6 +29,9 @@ class Platform(Protocol):
     torch_device: str          # "cuda" or "cpu"
     visibility_env: str | None  # e.g. CUDA_VISIBLE_DEVICES
     timings_meaningful: bool
+    # Kernels compile for the device (not interpreted): each case is first run dry, off the
+    # device's gate, so compiling never holds the device (device_agent.dry_run).
+    compiles_kernels: bool
 
     def available(self) -> bool: ...
 

@@ -30,6 +30,7 @@ class CpuPlatform:
     torch_device: str = "cpu"
     visibility_env: str | None = None
     timings_meaningful: bool = False
+    compiles_kernels: bool = False
 
     def available(self) -> bool:
         return True

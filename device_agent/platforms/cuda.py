@@ -54,6 +54,7 @@ class CudaPlatform:
     torch_device: str = "cuda"
     visibility_env: str | None = "CUDA_VISIBLE_DEVICES"
     timings_meaningful: bool = True
+    compiles_kernels: bool = True
 
     def available(self) -> bool:
         import torch

@@ -115,3 +115,48 @@ def test_workers_share_one_build_of_tritons_driver_helpers(tmp_path) -> None:
     built = list(shared.rglob("cuda_utils*.so"))
     assert len(built) == 1, built
     assert not (tmp_path / "private").exists() or not list((tmp_path / "private").rglob("*.so"))
+
+
+DOUBLE = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, 2 * tl.load(x_ptr + i, mask=i < n), mask=i < n)
+
+def double(x, out):
+    _double[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    return out
+'''
+
+
+def test_a_dry_run_compiles_and_loads_without_launching(tmp_path) -> None:
+    """After the dry run the kernel is in Triton's cache and nothing ran; the real call then
+    compiles nothing more."""
+    import importlib.util
+
+    import torch
+
+    from device_agent import dry_run, triton_hooks
+    from operators.spec import Call
+
+    triton_hooks.install()
+    path = tmp_path / "dry_candidate.py"
+    path.write_text(DOUBLE)
+    spec = importlib.util.spec_from_file_location("dry_candidate", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.arange(1000.0, device="cuda")
+    out = torch.full_like(x, -1.0)
+    seconds, why = dry_run.warm(module.double, Call("double", (x, out)), "cuda")
+    torch.cuda.synchronize()
+    assert why == "", why
+    assert bool(torch.all(out == -1.0))  # nothing launched
+    cache = module._double.device_caches[torch.cuda.current_device()][0]
+    assert len(cache) == 1
+    module.double(x, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * x) and len(cache) == 1
