@@ -40,6 +40,26 @@ def _storage_span(t: torch.Tensor) -> torch.Tensor:
     return flat.detach().cpu().contiguous()
 
 
+def to_host(value: Any) -> Any:
+    """``value`` with every device tensor copied to host memory, shape and strides kept (as
+    :func:`encode` would send it): the device work of a reply, done before the reply is encoded
+    and sent, so a worker can give the device back first."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "cpu":
+            return value
+        span = _storage_span(value)
+        if not span.numel():
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
+        return span.as_strided(value.shape, value.stride(), 0)
+    if isinstance(value, tuple):
+        return tuple(to_host(v) for v in value)
+    if isinstance(value, list):
+        return [to_host(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_host(v) for k, v in value.items()}
+    return value
+
+
 def encode(message: dict[str, Any]) -> bytes:
     blobs: list[bytes] = []
     meta: list[dict[str, Any]] = []

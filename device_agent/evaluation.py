@@ -460,6 +460,8 @@ class Evaluator:
                         await worker.send({"type": "run", "nonce": nonce, "index": i})
                         msg = await recv(correctness_deadline)
                         held_seconds += time.monotonic() - held
+                    if msg.get("type") == "ran" and msg.get("index") == i:
+                        msg = await recv(correctness_deadline)  # the outputs, sent off the gate
                 kind = msg.get("type")
                 if kind == "case_error":
                     name = p.names[int(msg.get("index", i))]

@@ -30,7 +30,7 @@ PRIMITIVES: tuple[tuple[str, str], ...] = (
     ("operators.invoke", "invoke"), ("operators.invoke", "prepare"),
     ("operators.invoke", "collect"), ("operators.invoke", "poison"),
     ("operators.invoke", "synchronize"),
-    ("device_agent.codec", "encode"),
+    ("device_agent.codec", "encode"), ("device_agent.codec", "to_host"),
     ("device_agent.timing", "measure"), ("device_agent.timing", "upload_sets"),
     ("device_agent.timing", "build_sets"), ("device_agent.timing", "median_ci"),
     ("device_agent.timing", "CudaTimer.time_us"), ("device_agent.timing", "CudaTimer.sync"),

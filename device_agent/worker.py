@@ -25,7 +25,7 @@ from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
-from device_agent.codec import encode, read_message_blocking
+from device_agent.codec import encode, read_message_blocking, to_host
 
 TRACEBACK_LIMIT = 6000
 
@@ -271,6 +271,11 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             reply["outputs"] = [_snapshot(o) if isinstance(o, torch.Tensor) else o for o in outs]
             reply["post_inputs"] = {k: v.clone() for k, v in post.items()}
             reply["replay_outputs"] = _replay_run(fn, dev_call, _call_from_wire(msg["replay"]))
+        # The device's part is over once the reply is in host memory: say so, so the agent can
+        # let timers in while the reply is encoded, sent and checked.
+        reply = to_host(reply)
+        synchronize(device)
+        ch.send({"type": "ran", "index": i})
         ch.send(reply)
     torch.use_deterministic_algorithms(False)
 

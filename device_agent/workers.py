@@ -52,7 +52,8 @@ _PRELOAD = ["numpy", "torch", "triton", "triton.language", "operators", "device_
             "device_agent.sandbox", "device_agent.worker", "device_agent.platforms",
             # Imported by the first torch.use_deterministic_algorithms (the checking stage):
             # about 3.5 s per worker on a CI core when each worker imported it itself.
-            "torch._inductor"]
+            "torch._inductor",
+            "device_agent.preload"]
 _forkserver_lock = threading.Lock()
 
 
@@ -225,7 +226,8 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
 
 class WorkerPool:
     """Warm workers for one device. ``acquire`` hands out a ready worker (used once, then
-    disposed by the caller); a replacement starts at once in the background."""
+    disposed by the caller) while fewer than ``size`` are in use; a replacement starts at once
+    in the background, so it is warm when the slot frees."""
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
                  limits: sandbox.SandboxSettings | None = None,
@@ -245,6 +247,9 @@ class WorkerPool:
         self._reaping: set[asyncio.Task[None]] = set()
         self.busy = 0
         self.waiting = 0
+        # At most ``size`` candidates at once (the capacity Describe reports): replacements
+        # start as soon as a worker is taken, but a warm worker waits for a free slot.
+        self._slots = asyncio.Semaphore(size)
         self.system_info: dict[str, Any] = {}  # from the first worker that became ready
         # The device's gate: workers starting (context creation, warm-up kernel) and exiting
         # (context teardown) use the device too, so they wait while a case is timed.
@@ -319,7 +324,12 @@ class WorkerPool:
         """A ready worker for one candidate. Starts its replacement immediately."""
         self.waiting += 1
         try:
-            w = await self._ready.get()
+            await self._slots.acquire()
+            try:
+                w = await self._ready.get()
+            except BaseException:
+                self._slots.release()
+                raise
         finally:
             self.waiting -= 1
         self.busy += 1
@@ -331,6 +341,7 @@ class WorkerPool:
         once; the reaping (a CUDA context's teardown uses the device) goes on in the background,
         so the candidate's verdict does not wait for it."""
         self.busy -= 1
+        self._slots.release()
         w.kill()
         task = asyncio.get_running_loop().create_task(self._reap(w))
         self._reaping.add(task)

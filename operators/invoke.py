@@ -41,8 +41,11 @@ def _clone_strided(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     if t.numel() == 0:
         return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
     span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    flat = t.detach().as_strided((span,), (1,), t.storage_offset()).clone().to(device)
-    return flat.as_strided(t.size(), t.stride(), 0)
+    flat = t.detach().as_strided((span,), (1,), t.storage_offset())
+    moved = flat.to(device)  # another device: copied straight from the span, no host copy first
+    if moved is flat:
+        moved = flat.clone()
+    return moved.as_strided(t.size(), t.stride(), 0)
 
 
 def prepare(call: Call, device: str | torch.device) -> Call:

@@ -164,8 +164,11 @@ def _launch(a, b, out, p=0, ct=None, mode=0):
     span = max(sum((sz - 1) * abs(s) for sz, s in zip(sizes, st)) for st in strides)
     index64 = n >= 2**31 or span >= 2**31
     grid = (triton.cdiv(n, BLOCK),)
+    # libdevice flushes subnormals to zero unless told not to; PyTorch keeps them (a subnormal
+    # over zero is inf, not nan).
     _binary_kernel[grid](a, b, out, n, p, *sizes[1:], *strides[0], *strides[1], *strides[2],
-                         NDIM=ndim, CT=ct, MODE=mode, INDEX64=index64, BLOCK=BLOCK)
+                         NDIM=ndim, CT=ct, MODE=mode, INDEX64=index64, BLOCK=BLOCK,
+                         enable_reflect_ftz=False)
     return out
 '''
 
