@@ -114,31 +114,34 @@ def _neighbours(v: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torc
 
 def _ks_rounded(sorted_x: torch.Tensor, dtype: torch.dtype, cdf: object,
                 name: str) -> str | None:
-    """Kolmogorov–Smirnov for samples of a continuous distribution rounded to ``dtype``.
-
-    A sample equal to ``v`` came from somewhere between ``v``'s neighbours in ``dtype``,
-    whatever the rounding (to nearest, toward zero …). So the distribution of the rounded
-    samples, G, satisfies F(below(v)) <= G(v-) and G(v) <= F(above(v)): the distance of the
-    empirical CDF from that band is at most its distance from G, and the test keeps its
-    false-failure rate. Against the bare continuous F, rounding alone (bfloat16 has 8 bits)
-    exceeds the threshold once there are millions of samples. For float64 the band is the
-    plain test."""
-    n = sorted_x.numel()
-    if n == 0:
-        return None
+    """Kolmogorov–Smirnov for samples of a continuous distribution rounded to ``dtype``: each
+    sample came from somewhere between its neighbours in ``dtype``, whatever the rounding (to
+    nearest, toward zero …). Against the bare continuous CDF, rounding alone (bfloat16 keeps 8
+    bits) exceeds the threshold once there are millions of samples."""
     if dtype not in PRECISION_BITS:
         return _ks(sorted_x, cdf, name)
-    values, counts = torch.unique_consecutive(sorted_x, return_counts=True)
-    at_most = torch.cumsum(counts, 0).double() / n
-    below_v = at_most - counts.double() / n
-    lo, hi = _neighbours(values, dtype)
-    f_lo, f_hi = cdf(lo), cdf(hi)  # type: ignore[operator]
-    d = float(torch.maximum(at_most - f_hi, f_lo - below_v).max())
+    lo, hi = _neighbours(sorted_x, dtype)
+    return _ks_band(lo, hi, cdf, f"{name} (allowing for rounding to "
+                                 f"{str(dtype).removeprefix('torch.')})")
+
+
+def _ks_band(lo: torch.Tensor, hi: torch.Tensor, cdf: object, name: str) -> str | None:
+    """Kolmogorov–Smirnov where each sample is known only to lie in ``[lo[i], hi[i]]`` (its
+    value before rounding). With S the unrounded samples, #{S <= t} lies between #{hi <= t}
+    and #{lo <= t} for every t, so the distance of that band from the CDF F is at most S's own
+    KS distance: the test keeps its false-failure rate, and with exact samples (lo = hi) it is
+    the plain test."""
+    n = lo.numel()
+    if n == 0:
+        return None
+    lo_sorted, hi_sorted = torch.sort(lo).values, torch.sort(hi).values
+    k = torch.arange(1, n + 1, dtype=torch.float64)
+    f_lo, f_hi = cdf(lo_sorted), cdf(hi_sorted)  # type: ignore[operator]
+    d = float(torch.maximum(f_lo - (k - 1) / n, k / n - f_hi).max())
     limit = ks_threshold(n)
     if d > limit:
         return (f"the samples do not follow {name}: Kolmogorov-Smirnov distance {d:.4f} over "
-                f"{n} samples (allowing for rounding to {str(dtype).removeprefix('torch.')}), "
-                f"beyond {limit:.4f} (false-failure rate {ALPHA:g})")
+                f"{n} samples, beyond {limit:.4f} (false-failure rate {ALPHA:g})")
     return None
 
 
@@ -230,7 +233,18 @@ class RReluJudge:
         lo, hi = self.lower * (1 - self.rel), self.upper * (1 + self.rel)
         if bool(((slopes < lo) | (slopes > hi)).any()):
             return f"slopes outside [{self.lower:g}, {self.upper:g}]"
-        clipped = slopes.clamp(self.lower, self.upper)
         width = self.upper - self.lower
-        return _ks(torch.sort(clipped).values, lambda t: (t - self.lower) / width,
-                   f"U({self.lower:g}, {self.upper:g})")
+        name = f"U({self.lower:g}, {self.upper:g})"
+        if out.dtype not in PRECISION_BITS:
+            return _ks(torch.sort(slopes.clamp(self.lower, self.upper)).values,
+                       lambda t: (t - self.lower) / width, name)
+        # Each slope is known up to the rounding of the output it comes from.
+        below, above = _neighbours(v, out.dtype)
+        if self.of_noise:
+            s_lo, s_hi = below[~pos], above[~pos]
+        else:
+            s_lo, s_hi = above[neg] / x[neg], below[neg] / x[neg]  # x < 0 flips the order
+        return _ks_band(s_lo.clamp(self.lower, self.upper), s_hi.clamp(self.lower, self.upper),
+                        lambda t: (t - self.lower) / width,
+                        f"{name} (allowing for rounding to "
+                        f"{str(out.dtype).removeprefix('torch.')})")
