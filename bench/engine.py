@@ -1,6 +1,7 @@
 """Engine benchmarks (issue #3): throughput, repeatability and timer accuracy on a real device.
 
     python bench/engine.py throughput --out DIR [--n 60] [--workers 12] [--fresh 6]
+    python bench/engine.py rate --out DIR      # the throughput table from a cut-short run
     python bench/engine.py repeatability --out DIR [--repeats 10]
     python bench/engine.py copy --out DIR
 
@@ -93,9 +94,9 @@ async def _evaluate_all(address: str, sources: list[str], op: str, concurrency: 
 def throughput(args: argparse.Namespace) -> None:
     sources = [add_variant(i) for i in range(args.n)]
     assert len(set(sources)) == len(sources)
-    rows: dict[str, Any] = {"n": args.n, "workers": args.workers}
     # The fresh-process runs first: their cost is fixed, so a step cut short by its time limit
-    # still has them, and the warm agent's verdicts stream to JSONL as they arrive.
+    # still has them, and the warm agent's verdicts stream to JSONL as they arrive
+    # (``engine.py rate`` summarises whatever is there).
     fresh: list[dict[str, Any]] = []
     for i in range(args.fresh):
         t0 = time.monotonic()
@@ -105,6 +106,9 @@ def throughput(args: argparse.Namespace) -> None:
             (v,) = asyncio.run(_evaluate_all(agent.address, [sources[i]], "aten::add", 1,
                                              args.out / "throughput-fresh.jsonl"))
         fresh.append({"wall_s": time.monotonic() - t0, **_row(v)})
+        (args.out / "throughput-fresh.json").write_text(json.dumps(fresh, indent=1))
+    (args.out / "throughput-setup.json").write_text(json.dumps(
+        {"n": args.n, "workers": args.workers}))
     with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-vv",),
                     log_path=args.out / "throughput-agent.log") as agent:
         asyncio.run(agent.wait_serving(timeout=600))
@@ -112,23 +116,42 @@ def throughput(args: argparse.Namespace) -> None:
         verdicts = asyncio.run(_evaluate_all(agent.address, sources, "aten::add", args.n,
                                              args.out / "throughput-warm.jsonl"))
         warm_wall = time.monotonic() - t0
-    rows["warm_wall_s"] = warm_wall
-    rows["warm"] = [_row(v) for v in verdicts]
-    rows["fresh"] = fresh
+    rows = {"n": args.n, "workers": args.workers, "warm_wall_s": warm_wall,
+            "warm": [_row(v) for v in verdicts], "fresh": fresh}
     (args.out / "throughput.json").write_text(json.dumps(rows, indent=1))
-    per_min = args.n / (warm_wall / 60)
-    fresh_s = statistics.mean(f["wall_s"] for f in fresh) if fresh else float("nan")
-    same = all(f["status"] == rows["warm"][i]["status"] for i, f in enumerate(fresh))
-    statuses = sorted({r["status"] for r in rows["warm"]})
-    print("| mode | candidates | wall s | candidates / GPU-min | s / candidate | verdicts |")
-    print("|---|---|---|---|---|---|")
-    print(f"| warm agent, {args.workers} workers | {args.n} | {warm_wall:.1f} | {per_min:.1f} | "
-          f"{warm_wall / args.n:.2f} | {', '.join(statuses)} |")
+    rate(args)
+
+
+def rate(args: argparse.Namespace) -> None:
+    """The throughput table from what a (possibly cut short) run streamed to ``--out``: the
+    rate from submission (verdicts over the time of the last one) and, once the pipeline is
+    full, between the first and the last verdict."""
+    path = args.out / "throughput-warm.jsonl"
+    warm = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] \
+        if path.exists() else []
+    setup_path = args.out / "throughput-setup.json"
+    setup = json.loads(setup_path.read_text()) if setup_path.exists() else {}
+    fresh_path = args.out / "throughput-fresh.json"
+    fresh = json.loads(fresh_path.read_text()) if fresh_path.exists() else []
+    print("| mode | candidates | verdicts | last verdict s | per GPU-min from submission "
+          "| per GPU-min first to last | verdicts |")
+    print("|---|---|---|---|---|---|---|")
+    per_min = float("nan")
+    if warm:
+        at = sorted(r["at_s"] for r in warm)
+        per_min = len(at) / at[-1] * 60
+        steady = (len(at) - 1) / (at[-1] - at[0]) * 60 if at[-1] > at[0] else float("nan")
+        statuses = ", ".join(sorted({r["status"] for r in warm}))
+        print(f"| warm agent, {setup.get('workers', '?')} workers | {setup.get('n', '?')} | "
+              f"{len(at)} | {at[-1]:.1f} | {per_min:.1f} | {steady:.1f} | {statuses} |")
     if fresh:
-        print(f"| fresh agent per candidate | {len(fresh)} | {sum(f['wall_s'] for f in fresh):.1f} "
-              f"| {60 / fresh_s:.1f} | {fresh_s:.2f} | "
+        fresh_s = statistics.mean(f["wall_s"] for f in fresh)
+        by_hash = {r["candidate_hash"]: r["status"] for r in warm}
+        same = all(by_hash.get(f["candidate_hash"], f["status"]) == f["status"] for f in fresh)
+        print(f"| fresh agent per candidate | {len(fresh)} | {len(fresh)} | "
+              f"{sum(f['wall_s'] for f in fresh):.1f} | {60 / fresh_s:.1f} | — | "
               f"{'identical' if same else 'DIFFERENT'} |")
-        print(f"\nspeed-up of the warm agent: {fresh_s / (warm_wall / args.n):.1f}x")
+        print(f"\nspeed-up of the warm agent from submission: {per_min / (60 / fresh_s):.1f}x")
 
 
 def repeatability(args: argparse.Namespace) -> None:
@@ -243,7 +266,8 @@ def copy(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, fn in (("throughput", throughput), ("repeatability", repeatability), ("copy", copy)):
+    for name, fn in (("throughput", throughput), ("rate", rate), ("repeatability", repeatability),
+                     ("copy", copy)):
         p = sub.add_parser(name)
         p.set_defaults(fn=fn)
         p.add_argument("--out", type=Path, required=True)

@@ -2,7 +2,8 @@
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
 #   bash bench/h200.sh setup gputests corpus copy throughput repeatability repeatseq suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
-# grpcio-reflection, orjson, rich). Raw results go to $OUT (default bench/results/h200).
+# grpcio-reflection, orjson, rich; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
+# (default bench/results/h200).
 set -uo pipefail
 OUT=${OUT:-bench/results/h200}
 mkdir -p "$OUT"
@@ -37,7 +38,10 @@ for step in "$@"; do
             -f raw -r "${PYSPY_RATE:-20}" -d "${PYSPY_S:-60}" -o "$OUT/pyspy-$step.txt" > "$OUT/pyspy-$step.log" 2>&1 ) & SPY=$!
       fi
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \
-        > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log"
+        > "$OUT/$step.md" 2> "$OUT/$step.log"; rc=$?; echo "exit $rc"
+      # Cut short by its limit: the table from the verdicts streamed so far.
+      if [ "$step" = throughput ] && [ $rc -ne 0 ]; then python3 bench/engine.py rate --out "$OUT" > "$OUT/$step.md"; fi
+      cat "$OUT/$step.md"; tail -3 "$OUT/$step.log"
       kill $VMSTAT 2>/dev/null
       if [ -n "$SPY" ]; then for _ in $(seq 20); do kill -0 $SPY 2>/dev/null || break; sleep 1; done; kill $SPY 2>/dev/null; fi ;;
     repeatseq)
