@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=50151, help="port (0 picks a free one)")
     s.add_argument("--platform", default="auto", choices=["auto", "cuda", "cpu"])
     s.add_argument("--workers", type=int, default=None,
-                   help="warm workers per device (default 2 on cpu, 4 per GPU)")
+                   help="candidates evaluated at once per device, each in its own pre-started "
+                        "worker (default 2 on cpu, 4 per GPU)")
     s.add_argument("--max-queue", type=int, default=256, help="evaluations admitted at once")
     s.add_argument("--port-file", type=Path, default=None, help="write the bound port here")
     s.add_argument("--metrics-port", type=int, default=None,
