@@ -430,6 +430,7 @@ class Evaluator:
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
             dry_seconds = held_seconds = 0.0  # for the log: compiling off the gate, holding it
+            dry_stopped = ""  # the first dry run that stopped early, for the log
             unstable: list[Finding] = []  # determinism: a second run disagreed with the first
             gate = self.gates[pool_index]
             for i in range(len(p.calls)):
@@ -449,6 +450,8 @@ class Evaluator:
                 msg = await recv(correctness_deadline)
                 if msg.get("type") == "warmed" and msg.get("index") == i:
                     dry_seconds += float(msg.get("seconds", 0.0))
+                    if msg.get("stopped") and not dry_stopped:
+                        dry_stopped = f"; case {p.names[i]}'s dry run stopped: {msg['stopped']}"
                     asked = waits[1] = time.monotonic()
                     async with gate.shared(self._gate_timeout(deadline)):  # not while timing
                         # Waiting for the device is the agent's load, not the candidate's time.
@@ -507,8 +510,8 @@ class Evaluator:
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
             log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
-                      "waited for the device %.2fs", spec.ref, p.candidate_hash[:12],
-                      len(results), dry_seconds, held_seconds, waits[0])
+                      "waited for the device %.2fs%s", spec.ref, p.candidate_hash[:12],
+                      len(results), dry_seconds, held_seconds, waits[0], str(dry_stopped)[:300])
             failed = [r for r in results if not r.passed]
             if failed:
                 await _quiet_send(worker, {"type": "stop", "nonce": nonce})

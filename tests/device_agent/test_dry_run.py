@@ -198,3 +198,16 @@ def test_verdicts_with_a_dry_run_first_are_the_verdicts_without(agent_secret_env
     assert passed.status is Status.PASSED, passed.message
     wrong = _evaluate_dry_first("aten::add", add.negatives[0].source)
     assert wrong.status is Status.WRONG_ANSWER, wrong.message
+
+
+def test_a_dry_run_that_stops_early_changes_nothing(agent_secret_env: None,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """`_local_scalar_dense` reads its value back to the host: its dry runs stop there (the
+    agent's log says so), and the real calls still decide (PASSED)."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="device_agent.evaluation")
+    spec = operators.get("aten::_local_scalar_dense")
+    v = _evaluate_dry_first(spec.id, spec.solution)
+    assert v.status is Status.PASSED, v.message
+    assert "dry run stopped: DryRunStop" in caplog.text
