@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import torch
 
+from operators.invoke import span
 from operators.spec import dtype_from_name, dtype_name
 
 MAX_FRAME = 1 << 31  # 2 GiB: generous for full-tier GPU outputs, bounded for the agent.
@@ -35,8 +36,7 @@ def _storage_span(t: torch.Tensor) -> torch.Tensor:
     """The smallest 1-D slice of storage that holds every element of ``t``."""
     if t.numel() == 0:
         return torch.empty(0, dtype=t.dtype)
-    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True))
-    flat = t.as_strided((span,), (1,), t.storage_offset())
+    flat = t.as_strided((span(t),), (1,), t.storage_offset())
     return flat.detach().cpu().contiguous()
 
 
@@ -47,10 +47,10 @@ def to_host(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         if value.device.type == "cpu":
             return value
-        span = _storage_span(value)
-        if not span.numel():
+        flat = _storage_span(value)
+        if not flat.numel():
             return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
-        return span.as_strided(value.shape, value.stride(), 0)
+        return flat.as_strided(value.shape, value.stride(), 0)
     if isinstance(value, tuple):
         return tuple(to_host(v) for v in value)
     if isinstance(value, list):
@@ -66,8 +66,8 @@ def encode(message: dict[str, Any]) -> bytes:
 
     def enc(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
-            span = _storage_span(v)
-            raw = span.view(torch.uint8).numpy().tobytes() if span.numel() else b""
+            flat = _storage_span(v)
+            raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
             meta.append({"dtype": dtype_name(v.dtype), "size": list(v.shape),
                          "stride": list(v.stride()), "nbytes": len(raw)})
             blobs.append(raw)
@@ -180,10 +180,10 @@ def _tensor(m: dict[str, Any], raw: bytes) -> torch.Tensor:
     numel = 1
     for s in size:
         numel *= s
-    span = 0 if numel == 0 else 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
-    if span * itemsize != len(raw):
+    extent = 0 if numel == 0 else 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
+    if extent * itemsize != len(raw):
         raise CodecError("tensor bytes do not match its geometry")
-    if span == 0:
+    if extent == 0:
         return torch.empty(size, dtype=dtype)
     flat = torch.frombuffer(bytearray(raw), dtype=dtype)
     return flat.as_strided(size, stride, 0)

@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from device_agent import triton_hooks
+from operators.invoke import map_call, span
 from operators.spec import Call
 
 
@@ -56,31 +57,14 @@ def empty_like_layout(t: torch.Tensor, device: str | torch.device) -> torch.Tens
     """An uninitialised tensor on ``device`` laid out as ``t`` (shape, strides, offset)."""
     if t.numel() == 0 or t.storage_offset() == 0:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
-    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    base = torch.empty(t.storage_offset() + span, dtype=t.dtype, device=device)
+    base = torch.empty(t.storage_offset() + span(t), dtype=t.dtype, device=device)
     return base.as_strided(t.shape, t.stride(), t.storage_offset())
-
-
-def _allocated(value: Any, device: str | torch.device) -> Any:
-    if isinstance(value, torch.Tensor):
-        return empty_like_layout(value, device)
-    if isinstance(value, torch.device):
-        return torch.device(device)
-    if isinstance(value, tuple):
-        return tuple(_allocated(v, device) for v in value)
-    if isinstance(value, list):
-        return [_allocated(v, device) for v in value]
-    if isinstance(value, dict):
-        return {k: _allocated(v, device) for k, v in value.items()}
-    return value
 
 
 def dry_call(call: Call, device: str | torch.device) -> Call:
     """``call`` with every tensor argument replaced by an uninitialised allocation on ``device``
     laid out the same way (nothing is copied to the device)."""
-    return Call(call.entry, tuple(_allocated(a, device) for a in call.args),
-                {k: _allocated(v, device) for k, v in call.kwargs.items()},
-                call.outputs, call.mutable, call.out_buffers)
+    return map_call(call, lambda t: empty_like_layout(t, device), device)
 
 
 class NoDeviceWork(TorchDispatchMode):  # type: ignore[no-untyped-call]

@@ -511,7 +511,7 @@ class Evaluator:
 
             log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
                       "waited for the device %.2fs%s", spec.ref, p.candidate_hash[:12],
-                      len(results), dry_seconds, held_seconds, waits[0], str(dry_stopped)[:300])
+                      len(results), dry_seconds, held_seconds, waits[0], dry_stopped[:300])
             failed = [r for r in results if not r.passed]
             if failed:
                 await _quiet_send(worker, {"type": "stop", "nonce": nonce})

@@ -100,8 +100,9 @@ def _snapshot(t: Any) -> Any:
     non-dense view contiguous, and a view's strides are part of its answer)."""
     if t.numel() == 0:
         return t.clone()
-    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    flat = t.as_strided((span,), (1,), t.storage_offset()).clone()
+    from operators.invoke import span
+
+    flat = t.as_strided((span(t),), (1,), t.storage_offset()).clone()
     return flat.as_strided(tuple(t.shape), tuple(t.stride()), 0)
 
 

@@ -16,22 +16,46 @@ from operators.checking import Layout, PyNumber, poison_value
 from operators.spec import Call, Out
 
 
-def to_device(obj: Any, device: str | torch.device) -> Any:
-    """Copy tensors (keeping shape, strides and offset) to ``device``; recurse into lists/tuples.
-    A ``torch.device`` argument (where an allocation problem must allocate) becomes ``device``."""
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor],
+                device: str | torch.device) -> Any:
+    """``obj`` with ``fn`` applied to every tensor, recursing into tuples, lists and dicts; a
+    ``torch.device`` argument (where an allocation problem must allocate) becomes ``device``."""
     if isinstance(obj, torch.device):
         return torch.device(device)
     if isinstance(obj, torch.Tensor):
-        if obj.device == torch.device(device):
-            return obj.clone() if obj.is_contiguous() else _clone_strided(obj, device)
-        return _clone_strided(obj, device)
+        return fn(obj)
     if isinstance(obj, tuple):
-        return tuple(to_device(o, device) for o in obj)
+        return tuple(map_tensors(o, fn, device) for o in obj)
     if isinstance(obj, list):
-        return [to_device(o, device) for o in obj]
+        return [map_tensors(o, fn, device) for o in obj]
     if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
+        return {k: map_tensors(v, fn, device) for k, v in obj.items()}
     return obj
+
+
+def map_call(call: Call, fn: Callable[[torch.Tensor], torch.Tensor],
+             device: str | torch.device) -> Call:
+    """The call with :func:`map_tensors` applied to its arguments."""
+    return Call(call.entry, tuple(map_tensors(a, fn, device) for a in call.args),
+                {k: map_tensors(v, fn, device) for k, v in call.kwargs.items()},
+                call.outputs, call.mutable, call.out_buffers)
+
+
+def span(t: torch.Tensor) -> int:
+    """Elements of storage from ``t``'s first element to its last (1 + the largest offset)."""
+    return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+
+
+def to_device(obj: Any, device: str | torch.device) -> Any:
+    """Copy tensors (keeping shape, strides and offset) to ``device``; recurse into lists/tuples.
+    A ``torch.device`` argument becomes ``device``."""
+    return map_tensors(obj, lambda t: _copy_to(t, device), device)
+
+
+def _copy_to(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    if t.device == torch.device(device) and t.is_contiguous():
+        return t.clone()
+    return _clone_strided(t, device)
 
 
 def _clone_strided(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
@@ -40,8 +64,7 @@ def _clone_strided(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     the gaps of a strided input keep their contents (as the worker channel's codec does)."""
     if t.numel() == 0:
         return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
-    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    flat = t.detach().as_strided((span,), (1,), t.storage_offset())
+    flat = t.detach().as_strided((span(t),), (1,), t.storage_offset())
     moved = flat.to(device)  # another device: copied straight from the span, no host copy first
     if moved is flat:
         moved = flat.clone()
@@ -50,9 +73,7 @@ def _clone_strided(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
 
 def prepare(call: Call, device: str | torch.device) -> Call:
     """A copy of the call with its arguments on ``device`` and its out-buffers poisoned."""
-    args = tuple(to_device(a, device) for a in call.args)
-    kwargs = {k: to_device(v, device) for k, v in call.kwargs.items()}
-    prepared = Call(call.entry, args, kwargs, call.outputs, call.mutable, call.out_buffers)
+    prepared = map_call(call, lambda t: _copy_to(t, device), device)
     poison(prepared)
     return prepared
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import operators
 from coordinator.local_agent import LocalAgent
@@ -32,6 +33,35 @@ def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None
         yield address
     finally:
         agent.stop()
+
+
+def evaluate_in_process(platform: Any, op: str, source: str, **evaluator_args: Any) -> Any:
+    """One candidate through an in-process :class:`Evaluator` on ``platform`` (a ``cpu``
+    platform variant, e.g. one that claims to time or to compile), with one real cpu worker."""
+    import os
+    import tempfile
+    import time
+    import uuid
+    from pathlib import Path
+
+    from device_agent.evaluation import Evaluator
+    from device_agent.platforms.cpu import CpuPlatform
+    from device_agent.workers import WorkerPool
+    from protos.records import EvalRequest
+
+    async def go() -> Any:
+        with tempfile.TemporaryDirectory() as root:
+            os.chmod(root, 0o711)
+            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
+            await pool.start()
+            try:
+                ev = Evaluator(platform, [pool], b"k", **evaluator_args)
+                return await ev.evaluate(EvalRequest(uuid.uuid4().hex, op, source.encode()),
+                                         time.monotonic() + 300)
+            finally:
+                await pool.close()
+
+    return asyncio.run(go())
 
 
 def softmax_with_libdevice() -> bytes:

@@ -4,11 +4,7 @@ tensor counts as device memory, so nothing may be read or written."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import tempfile
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +15,8 @@ import operators
 from device_agent import dry_run, triton_hooks
 from device_agent.platforms.cpu import CpuPlatform
 from operators.spec import Call
-from protos.records import EvalRequest, Status
+from protos.records import Status
+from tests.helpers import evaluate_in_process
 
 
 @pytest.fixture(autouse=True)
@@ -172,22 +169,7 @@ class _CompilingCpu(CpuPlatform):
 
 
 def _evaluate_dry_first(op: str, source: str) -> Any:
-    from device_agent.evaluation import Evaluator
-    from device_agent.workers import WorkerPool
-
-    async def go() -> Any:
-        with tempfile.TemporaryDirectory() as root:
-            os.chmod(root, 0o711)
-            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
-            await pool.start()
-            try:
-                ev = Evaluator(_CompilingCpu(), [pool], b"k")
-                return await ev.evaluate(EvalRequest(uuid.uuid4().hex, op, source.encode()),
-                                         time.monotonic() + 300)
-            finally:
-                await pool.close()
-
-    return asyncio.run(go())
+    return evaluate_in_process(_CompilingCpu(), op, source)
 
 
 def test_verdicts_with_a_dry_run_first_are_the_verdicts_without(agent_secret_env: None) -> None:

@@ -159,35 +159,15 @@ def sum(self, *, dtype=None):
 
 
 def _timed_on_cpu(source: str) -> Any:
-    import asyncio
-    import os
-    import tempfile
-    import time
-    import uuid
-    from pathlib import Path
-
     from device_agent.evaluation import StageBudgets
-    from device_agent.workers import WorkerPool
-    from protos.records import EvalRequest
+    from tests.helpers import evaluate_in_process
 
     class TimedCpu(CpuPlatform):
         timings_meaningful = True
 
-    async def go() -> Any:
-        with tempfile.TemporaryDirectory() as root:
-            os.chmod(root, 0o711)
-            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
-            await pool.start()
-            try:
-                ev = Evaluator(TimedCpu(), [pool], b"k", StageBudgets(timing_case_budget_s=0.3),
+    return evaluate_in_process(TimedCpu(), "aten::sum", source,
+                               budgets=StageBudgets(timing_case_budget_s=0.3),
                                layers=frozenset({"timing"}))
-                return await ev.evaluate(
-                    EvalRequest(uuid.uuid4().hex, "aten::sum", source.encode()),
-                    time.monotonic() + 300)
-            finally:
-                await pool.close()
-
-    return asyncio.run(go())
 
 
 def test_the_timing_protocol_times_every_benchmark_case(agent_secret_env: None) -> None:
