@@ -25,7 +25,7 @@ from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
-from device_agent.codec import encode, read_message_blocking, to_host
+from device_agent.codec import CodecError, encode, read_message_blocking, to_host
 
 TRACEBACK_LIMIT = 6000
 
@@ -172,6 +172,20 @@ def _replay_run(fn: Any, dev_call: Any, alt: Any) -> list[Any] | None:
         return None
 
 
+def send_case_reply(ch: Channel, reply: dict[str, Any], index: int) -> bool:
+    """Send a case's reply; one too large for a frame (a result that views a huge buffer sends
+    all the storage it spans) becomes the candidate's case error, not a crashed worker."""
+    try:
+        ch.send(reply)
+    except CodecError as exc:
+        ch.send({"type": "case_error", "index": index,
+                 "message": f"the case's results cannot be returned: {exc} (a returned tensor "
+                            "carries all the storage it spans; return tensors of the expected "
+                            "size)", "traceback": ""})
+        return False
+    return True
+
+
 def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     import torch
 
@@ -277,7 +291,8 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
         reply = to_host(reply)
         synchronize(device)
         ch.send({"type": "ran", "index": i})
-        ch.send(reply)
+        if not send_case_reply(ch, reply, i):
+            return
     torch.use_deterministic_algorithms(False)
 
     # ---- timing ------------------------------------------------------------------------------

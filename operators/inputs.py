@@ -7,7 +7,8 @@ values are the same logical tensor, only the strides differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -15,9 +16,31 @@ from operators.spec import dtype_from_name
 
 LAYOUTS = ("contiguous", "transposed", "strided")
 
+# Random hidden shapes are capped at this many elements: a product of independently drawn dims
+# can otherwise reach billions (several GB per case, past the worker channel's frame limit), and
+# a hidden case needs odd sizes, not big ones.
+HIDDEN_MAX_NUMEL = 1 << 24
+
 
 def _shape(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
+
+
+def bounded(shape: Sequence[int], max_numel: int = HIDDEN_MAX_NUMEL, *,
+            keep: Sequence[int] = (),
+            size_of: Callable[[list[int]], int] = math.prod) -> list[int]:
+    """``shape`` with its largest dim (outside ``keep``) halved, rounding up, until
+    ``size_of(shape)`` is at most ``max_numel``. Deterministic, so a seed still names one case;
+    ``size_of`` lets a case bound its output rather than its input."""
+    out = [int(d) for d in shape]
+    kept = {k % len(out) for k in keep} if out else set()
+    while size_of(out) > max_numel:
+        free = [i for i in range(len(out)) if i not in kept and out[i] > 1]
+        if not free:
+            break
+        i = max(free, key=lambda j: out[j])
+        out[i] = (out[i] + 1) // 2
+    return out
 
 
 def with_layout(t: torch.Tensor, layout: str) -> torch.Tensor:

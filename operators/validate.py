@@ -3,7 +3,8 @@
 For each correctness case of the tier (and a few hidden ones): the reference is deterministic;
 the tolerance accepts PyTorch's own result computed in the case's precision (a second,
 lower-precision reference) on a fresh seed; outputs depend on the inputs (two seeds differ) and
-are not near-constant. Benchmark cases must fit the memory budget.
+are not near-constant. Benchmark cases must fit the memory budget, and every correctness case
+of the full tier (hidden ones over many seeds) the smaller correctness budget.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from operators.invoke import collect, layouts, prepare
 from operators.spec import Kind, OperatorSpec, Tier
 
 MEMORY_BUDGET_BYTES = 8 * 1024**3
+# A correctness case travels between agent and worker (outputs, inputs after the call, replay
+# copies) and is checked in fp64 on the agent's CPU: hidden cases drawn at random must stay small.
+CASE_BUDGET_BYTES = 512 * 1024**2
+HIDDEN_SEEDS_SIZED = 64
 
 
 @dataclass
@@ -92,10 +97,27 @@ def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345, *,
             rep.problems.append(f"benchmark {c.name}: {need / 2**30:.1f} GiB of inputs and "
                                 f"outputs exceeds the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB "
                                 "budget")
+    _check_case_sizes(spec, rep)
     if controls:
         _check_controls(spec, tier, rep, device)
     rep.seconds = time.monotonic() - t0
     return rep
+
+
+def _check_case_sizes(spec: OperatorSpec, rep: ValidationReport) -> None:
+    """Every full-tier correctness case, hidden ones over many seeds, within the case budget
+    (by the cost model: nothing is built)."""
+    rep.checks += 1
+    cases = list(spec.public_cases(Tier.FULL))
+    for seed in range(HIDDEN_SEEDS_SIZED):
+        cases += spec.hidden_cases(random.Random(seed), Tier.FULL)
+    for c in cases:
+        need = spec.cost(c).bytes
+        if need > CASE_BUDGET_BYTES:
+            rep.problems.append(f"correctness case {c.name}: {need / 2**20:.0f} MiB of inputs "
+                                f"and outputs exceeds the {CASE_BUDGET_BYTES / 2**20:.0f} MiB "
+                                "budget for a correctness case")
+            return
 
 
 def _check_controls(spec: OperatorSpec, tier: Tier, rep: ValidationReport, device: str) -> None:

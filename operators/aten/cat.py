@@ -17,6 +17,7 @@ from operators.aten._copying import (
     make_values,
     numel,
 )
+from operators.inputs import bounded
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -98,7 +99,7 @@ NEGATIVE_ROW_MAJOR = SOLUTION.replace(
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
-@register("aten::cat", version=1, kind=Kind.COMPUTE)
+@register("aten::cat", version=2, kind=Kind.COMPUTE)
 class Cat(OperatorSpec):
     entry_points = (
         EntryPoint("cat", "cat(tensors: list[Tensor], dim: int = 0) -> Tensor",
@@ -178,6 +179,10 @@ class Cat(OperatorSpec):
             shape[dim] = 0
             sizes = tuple(rng.randrange(0, 9 if small else 200)
                           for _ in range(rng.randrange(1, 6)))
+            # bound the result: the concatenated length times the other dims
+            total = max(1, sum(sizes))
+            shape = bounded(shape, keep=(dim,), size_of=lambda s, d=dim % rank, n=total: n * numel(
+                [x for j, x in enumerate(s) if j != d]))
             params: dict[str, object] = {"dim": dim, "sizes": sizes,
                                          "layout": rng.choice(["contiguous", "transposed",
                                                                "strided"])}

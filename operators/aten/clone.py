@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from operators.aten._copying import COPY_SOURCE, EXACT, convert, itemsize, make_values, numel
+from operators.inputs import bounded
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -54,7 +55,7 @@ _DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32"
            "bool")
 
 
-@register("aten::clone", version=2, kind=Kind.COMPUTE)
+@register("aten::clone", version=3, kind=Kind.COMPUTE)
 class Clone(OperatorSpec):
     entry_points = (
         EntryPoint("clone", "clone(self: Tensor, *, memory_format: MemoryFormat | None = None) "
@@ -125,6 +126,7 @@ class Clone(OperatorSpec):
             rank = rng.choice([1, 2, 3, 4])
             shape = [rng.randrange(1, 9 if small else 40) for _ in range(rank)]
             shape[-1] = rng.randrange(2, 200 if small else 3000)
+            shape = bounded(shape)
             layouts = ["contiguous", "transposed", "strided", "permuted", "sliced"]
             if rank == 4:
                 layouts.append("channels_last")

@@ -16,7 +16,7 @@ from operators.aten._indexing import (
     result_shape,
     with_specials,
 )
-from operators.inputs import randint, randn, with_layout
+from operators.inputs import bounded, randint, randn, with_layout
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -60,7 +60,7 @@ NEGATIVE_NO_WRAP = SOLUTION.replace("s_off += tl.where(j < 0, j + z0, j) * d0",
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
-@register("aten::index", version=1, kind=Kind.COMPUTE)
+@register("aten::index", version=2, kind=Kind.COMPUTE)
 class Index(OperatorSpec):
     entry_points = (
         EntryPoint("index_Tensor", "index_Tensor(self: Tensor, indices: list[Tensor | None]) -> Tensor",
@@ -153,6 +153,9 @@ class Index(OperatorSpec):
                 if s and rng.random() < 0.4:
                     s[rng.randrange(len(s))] = 1
                 spec[d] = tuple(s)
+            # bound the input and the result (kept dims times the broadcast index shape)
+            shape = bounded(shape, size_of=lambda s, sp=tuple(spec): max(
+                numel(s), numel(result_shape(s, sp))))
             out.append(case(rng.choice(["index_Tensor", "index_Tensor_out"]), dt, shape,
                             idx=tuple(spec), layout=rng.choice(["contiguous", "transposed",
                                                                  "strided"]),

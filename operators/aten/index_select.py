@@ -3,12 +3,13 @@ default, out)."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 
 import torch
 
-from operators.inputs import randint, randn, sprinkle_specials
+from operators.inputs import bounded, randint, randn, sprinkle_specials
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -136,7 +137,7 @@ NEGATIVE_CONTIGUOUS_SELF = SOLUTION.replace(
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
-@register("aten::index_select", version=1, kind=Kind.COMPUTE)
+@register("aten::index_select", version=2, kind=Kind.COMPUTE)
 class IndexSelect(OperatorSpec):
     entry_points = (
         EntryPoint("index_select", "index_select(self: Tensor, dim: int, index: Tensor) -> Tensor",
@@ -204,9 +205,12 @@ class IndexSelect(OperatorSpec):
             if small and dt in ("float16", "bfloat16"):
                 continue
             rank = rng.choice([1, 2, 3])
-            shape = tuple(rng.randrange(1, 12 if small else 300) for _ in range(rank))
-            out.append(case(rng.choice(["index_select", "index_select_out"]), dt, shape,
-                            dim=rng.randrange(-rank, rank), n=rng.randrange(1, 40 if small else 900),
+            shape = [rng.randrange(1, 12 if small else 300) for _ in range(rank)]
+            entry = rng.choice(["index_select", "index_select_out"])
+            dim, n = rng.randrange(-rank, rank), rng.randrange(1, 40 if small else 900)
+            # bound the input and the result (shape with n rows along dim)
+            shape = bounded(shape, size_of=lambda s, d=dim, k=n: math.prod(s) // s[d] * max(s[d], k))
+            out.append(case(entry, dt, shape, dim=dim, n=n,
                             layout=rng.choice(["contiguous", "transposed", "strided"]),
                             index_dtype=rng.choice(["int32", "int64"]),
                             index_layout=rng.choice(["contiguous", "strided"]), cpu=small))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from operators.aten._indexing import esize, numel, with_specials
-from operators.inputs import randn, with_layout
+from operators.inputs import bounded, randn, with_layout
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -121,7 +121,7 @@ NEGATIVE_CONTIGUOUS_GRAD = SOLUTION.replace("gs = list(grad_output.stride())",
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
-@register("aten::select_backward", version=1, kind=Kind.COMPUTE)
+@register("aten::select_backward", version=2, kind=Kind.COMPUTE)
 class SelectBackward(OperatorSpec):
     entry_points = (
         EntryPoint("select_backward",
@@ -183,7 +183,7 @@ class SelectBackward(OperatorSpec):
         out = []
         for dt in _FLOATS:
             rank = rng.choice([1, 2, 3, 4])
-            shape = [rng.randrange(1, top) for _ in range(rank)]
+            shape = bounded([rng.randrange(1, top) for _ in range(rank)])
             dim = rng.randrange(-rank, rank)
             size = shape[dim]
             out.append(case(rng.choice(["select_backward", "select_backward_out"]), dt, shape,

@@ -81,3 +81,30 @@ def test_geometry_must_match_bytes() -> None:
     frame = struct.pack("<I", len(header)) + header + struct.pack("<Q", 8) + b"\0" * 8
     with pytest.raises(CodecError, match="unknown dtype"):
         decode(frame)
+
+
+def test_a_reply_too_large_for_a_frame_is_the_candidates_case_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case whose results span more storage than a frame holds is reported to the agent as
+    that case's error; the worker does not crash with a codec error (which read as an
+    unexplained ``worker exited``)."""
+    import device_agent.codec as codec
+    from device_agent.worker import Channel, send_case_reply
+
+    sent: list[bytes] = []
+
+    class Sock:
+        def sendall(self, data: bytes) -> None:
+            sent.append(data)
+
+    monkeypatch.setattr(codec, "MAX_FRAME", 4096)
+    ch = Channel(Sock())  # type: ignore[arg-type]
+    big = torch.zeros(1 << 16)[::1 << 14]  # 4 elements spanning 192 KiB of storage
+    assert not send_case_reply(ch, {"type": "case", "index": 3, "outputs": [big]}, 3)
+    assert len(sent) == 1
+    msg = decode(sent[0][4:])
+    assert msg["type"] == "case_error" and msg["index"] == 3
+    assert "cannot be returned" in msg["message"] and "exceeds 4096" in msg["message"]
+    small = torch.zeros(4)
+    assert send_case_reply(ch, {"type": "case", "index": 4, "outputs": [small]}, 4)
+    assert decode(sent[1][4:])["type"] == "case"

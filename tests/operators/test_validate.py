@@ -58,3 +58,15 @@ def test_controls_are_run_and_judged(monkeypatch: pytest.MonkeyPatch) -> None:
     problems = validate(spec, Tier.CPU, controls=True).problems
     assert any(p.startswith("reference solution fails") for p in problems)
     assert any("not plausible" in p or "not caught" in p for p in problems)
+
+
+def test_correctness_cases_over_the_case_budget_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hidden cases drawn at random are sized too: one over the correctness-case budget (a
+    product of random dims can reach gigabytes) is a problem with the problem."""
+    spec = operators.get("aten::add")
+    monkeypatch.setattr(type(spec), "cost",
+                        lambda self, c: operators.spec.Cost(flops=1.0, bytes=600 * 2.0**20))
+    report = validate(spec, Tier.CPU)
+    assert any("exceeds the 512 MiB budget for a correctness case" in p
+               for p in report.problems)
+    assert not any("GiB budget" in p for p in report.problems)  # benchmark budget: within
