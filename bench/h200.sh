@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
-#   bash bench/h200.sh setup gputests corpus copy throughput repeatability repeatseq suite
+#   bash bench/h200.sh setup gputests corpus corpusw copy throughput repeatability repeatseq suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
 # grpcio-reflection, orjson, rich; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
 # (default bench/results/h200).
@@ -28,6 +28,12 @@ for step in "$@"; do
       timeout "${CORPUS_S:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu -rA \
         -k "${CORPUS_K:-on_gpu}" tests/adversarial/test_corpus.py > "$OUT/corpus$CORPUS_TAG.txt" 2>&1
       echo "exit $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/corpus$CORPUS_TAG.txt" | cut -c1-300 | tail -30 ;;
+    corpusw)
+      # The whole corpus, each cheat with its layer alone, GPU-only layers and honest files
+      # first; resumable (verdicts already in $OUT/corpus-gpu.jsonl are skipped).
+      timeout "${CORPUS_S:-500}" python3 bench/corpus_gpu.py --out "$OUT" --whole \
+        --workers "${CORPUS_WORKERS:-14}" ${CORPUS_ARGS:-} > "$OUT/corpusw.txt" 2>&1
+      echo "exit $?"; grep -E "^(ok|BAD|==)|verdicts" "$OUT/corpusw.txt" | cut -c1-240 | tail -60 ;;
     copy|throughput|repeatability)
       vmstat 5 > "$OUT/vmstat-$step.txt" 2>&1 & VMSTAT=$!; SPY=
       if [ -n "${PYSPY:-}" ] && [ -x /tmp/site/bin/py-spy ]; then

@@ -37,6 +37,8 @@ from device_agent.codec import CodecError
 from device_agent.device_gate import DeviceGate
 from device_agent.layers import LAYERS as _LAYER_DOCS
 from device_agent.platforms import Platform
+from device_agent.profiling import DeviceTime
+from device_agent.profiling import judge as judge_device_time
 from device_agent.workers import Worker, WorkerPool, WorkerStartError
 from operators.checking import Layout, check, same_bits
 from operators.invoke import from_wire
@@ -735,6 +737,9 @@ class Evaluator:
         out: list[CaseTiming] = []
         drifts: list[str | None] = []  # per case: how the outputs after timing differ
         found: list[Finding] = []
+        # The re-check call runs under the device's kernel profiler (the profile layer).
+        profile = ("profile" in self.layers and p.spec.kind is Kind.COMPUTE
+                   and bool(getattr(self.platform, "profiles_device", False)))
 
         async def expect(kind: str, index: int) -> dict[str, Any]:
             msg: dict[str, Any] = await recv(timing_deadline)
@@ -783,7 +788,8 @@ class Evaluator:
             # One more call on pristine inputs, checked against the reference in the worker, with
             # the device shared: it does not hold up other timers.
             async with holding(gate.shared) as (asked_r, t_recheck):
-                await worker.send({"type": "recheck", "nonce": nonce, "index": index})
+                await worker.send({"type": "recheck", "nonce": nonce, "index": index,
+                                   "profile": profile})
                 rmsg = await recv(timing_deadline)
             if rmsg.get("type") == "timing_error":
                 raise _TimingFailed(str(rmsg.get("message", "")), str(rmsg.get("traceback", "")))
@@ -799,6 +805,14 @@ class Evaluator:
                       t_recheck - asked_r, time.monotonic() - t_recheck)
             drift = rmsg.get("drift")
             drifts.append(str(drift)[:1500] if drift is not None else None)
+            if profile and isinstance(rmsg.get("device_time"), dict):
+                device_time = DeviceTime.from_wire(rmsg["device_time"])
+                log.debug("%s %s %s: own kernels %.0f of %.0f µs device time", p.spec.ref,
+                          p.candidate_hash[:12], case.name, device_time.own_us,
+                          device_time.total_us)
+                evidence = judge_device_time(device_time, case.name)
+                if evidence is not None:
+                    found.append(Finding("profile", "device-time-elsewhere", evidence))
             tampered = list(dict.fromkeys(
                 str(t) for t in (msg.get("integrity") or []) + (rmsg.get("integrity") or [])))
             if tampered and "integrity" in self.layers:

@@ -39,6 +39,8 @@ PRIMITIVES: tuple[tuple[str, str], ...] = (
     ("device_agent.worker", "Channel.send"),
     ("device_agent.dry_run", "warm"), ("device_agent.dry_run", "warm_made"),
     ("device_agent.dry_run", "dry"), ("device_agent.dry_run", "NoDeviceWork.__torch_dispatch__"),
+    ("device_agent.profiling", "profiled"), ("device_agent.profiling", "attribute"),
+    ("device_agent.triton_hooks", "kernels_of"), ("torch.profiler", "profile"),
     ("triton.runtime.jit", "JITFunction.run"),
     ("triton.runtime.autotuner", "Autotuner.run"),
 )

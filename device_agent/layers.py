@@ -11,4 +11,5 @@ LAYERS: dict[str, str] = {
     "replay": "the same buffers refilled with new values must give the new answer",
     "integrity": "harness primitives, flags and threads unchanged after every call",
     "timing": "re-check after timing, wall-clock cross-check, physical floor",
+    "profile": "on a GPU, the candidate's own kernels carry most of the device time",
 }

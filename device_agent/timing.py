@@ -15,10 +15,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
+from device_agent import triton_hooks
+from device_agent.profiling import DeviceTime, attribute, profiled
 from operators.checking import check
 from operators.invoke import collect, from_wire, invoke, prepare, wire_output
 from operators.spec import Call, Case, Kind, OperatorSpec
@@ -275,7 +277,8 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     sets = upload_sets(spec, case, source, device=device, l2_bytes=l2_bytes, timer=timer)
     result = measure(sets, fn, budget_s=budget_s)
     del sets
-    return {**result, "recheck": recheck(spec, case, source[0], fn, device=device, timer=timer)}
+    return {**result, "recheck": recheck(spec, case, source[0], fn, device=device,
+                                         timer=timer).drift}
 
 
 def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dict[str, Any]:
@@ -347,19 +350,34 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
             "temperature_c": max(temps) if temps else None}
 
 
+class Recheck(NamedTuple):
+    drift: str | None  # the first difference from the reference, or None
+    device_time: DeviceTime | None  # the call's device time (profiled), when asked and possible
+
+
 def recheck(spec: OperatorSpec, case: Case, source: Call, fn: Callable[..., Any], *,
-            device: str, timer: Timer) -> str | None:
+            device: str, timer: Timer, own_module: str | None = None) -> Recheck:
     """Run the candidate once more on a pristine copy of the first timing input set and compare
     its outputs with the problem's fp64 reference on those inputs: a kernel right while checked
-    and wrong while timed (work skipped on repeats, a cached result) is caught. Returns the first
-    difference, or None. Needs no exclusive device.
+    and wrong while timed (work skipped on repeats, a cached result) is caught. Needs no
+    exclusive device. With ``own_module`` (the candidate's) the call runs under the device's
+    kernel profiler (:mod:`device_agent.profiling`), its device time split between that
+    module's kernels and everything else.
 
     Done here, next to the data: shipping a benchmark-sized output to the agent and computing
     the reference on its host cost seconds per case. These inputs are no secret (the worker made
     them), and the reference and check functions are among the primitives whose identity the
     integrity layer verifies. The reference runs on the device where it can, else on the host."""
     call = prepare(source, device)
-    result = invoke(fn, call)
+    timer.sync()
+    device_time = None
+    if own_module is None:
+        result = invoke(fn, call)
+    else:
+        triton_hooks.start_recording()
+        result, activities = profiled(lambda: invoke(fn, call), device)
+        if activities is not None:
+            device_time = attribute(activities, triton_hooks.kernels_of(own_module))
     timer.sync()
     outputs = [from_wire(wire_output(o)) for o in collect(call, result)]
     expected = None
@@ -371,10 +389,11 @@ def recheck(spec: OperatorSpec, case: Case, source: Call, fn: Callable[..., Any]
     if expected is None:
         expected = spec.reference(prepare(source, "cpu"))
     if len(outputs) != len(expected):
-        return f"{case.name}: {len(outputs)} outputs came back from the call after timing"
+        return Recheck(f"{case.name}: {len(outputs)} outputs came back from the call after "
+                       "timing", device_time)
     for o, got, exp in zip(call.outputs, outputs, expected, strict=True):
         m = check(got, exp, spec.tolerance(case, exp.dtype))
         if m is not None:
-            return (f"{case.name}: after timing, {o.describe()} differs from the reference: "
-                    f"{m.summary}")[:1500]
-    return None
+            return Recheck((f"{case.name}: after timing, {o.describe()} differs from the "
+                            f"reference: {m.summary}")[:1500], device_time)
+    return Recheck(None, device_time)

@@ -75,15 +75,26 @@ def start_recording() -> None:
 
 def launches() -> list[str]:
     """Modules of the kernels launched at top level since ``start_recording``."""
-    return list(getattr(_state, "launches", []))
+    return [module for module, _ in getattr(_state, "launches", [])]
 
 
-def _kernel_module(obj: Any) -> str:
+def kernels_of(module: str) -> set[str]:
+    """Names of the kernels defined in ``module`` launched at top level since
+    ``start_recording``: a compiled Triton kernel carries its Python function's name, which is
+    how a device profiler lists it."""
+    return {name for m, name in getattr(_state, "launches", []) if m == module}
+
+
+def _python_fn(obj: Any) -> Any:
     seen = 0
     while hasattr(obj, "fn") and seen < 8:  # Autotuner -> JITFunction -> python function
         obj = obj.fn
         seen += 1
-    return str(getattr(obj, "__module__", "") or "")
+    return obj
+
+
+def _kernel_module(obj: Any) -> str:
+    return str(getattr(_python_fn(obj), "__module__", "") or "")
 
 
 def _at_top(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,7 +134,7 @@ def _hooked(original: Callable[..., Any], what: str) -> Callable[..., Any]:
         if depth() == 0:
             module = _kernel_module(self)
             if hasattr(_state, "launches"):
-                _state.launches.append(module)
+                _state.launches.append((module, str(getattr(_python_fn(self), "__name__", ""))))
             if module and module == getattr(_state, "suppressed", None):
                 return None
         # User code Triton calls during a launch is the candidate's, not Triton's internals.

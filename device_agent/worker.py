@@ -337,16 +337,21 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             result["integrity"] = tampering()
             del sets
             ch.send({"type": "timing", "index": index, **result})
-            # The re-check runs once the device is shared again.
-            if ch.recv().get("type") != "recheck":
+            # The re-check runs once the device is shared again (profiled when asked).
+            ask = ch.recv()
+            if ask.get("type") != "recheck":
                 return
-            drift = recheck(spec, case, source[0], fn, device=device, timer=timer)
+            checked = recheck(spec, case, source[0], fn, device=device, timer=timer,
+                              own_module=module.__name__ if ask.get("profile") else None)
             del source
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,
                      "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
             return
-        ch.send({"type": "rechecked", "index": index, "drift": drift, "integrity": tampering()})
+        ch.send({"type": "rechecked", "index": index, "drift": checked.drift,
+                 "device_time": None if checked.device_time is None
+                 else checked.device_time.to_wire(),
+                 "integrity": tampering()})
 
 
 def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,

@@ -32,6 +32,8 @@ class Platform(Protocol):
     # Kernels compile for the device (not interpreted): each case is first run dry, off the
     # device's gate, so compiling never holds the device (device_agent.dry_run).
     compiles_kernels: bool
+    # A kernel profiler attributes device time to kernels by name (device_agent.profiling).
+    profiles_device: bool
 
     def available(self) -> bool: ...
 

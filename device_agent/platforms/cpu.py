@@ -31,6 +31,7 @@ class CpuPlatform:
     visibility_env: str | None = None
     timings_meaningful: bool = False
     compiles_kernels: bool = False
+    profiles_device: bool = False
 
     def available(self) -> bool:
         return True

@@ -55,6 +55,7 @@ class CudaPlatform:
     visibility_env: str | None = "CUDA_VISIBLE_DEVICES"
     timings_meaningful: bool = True
     compiles_kernels: bool = True
+    profiles_device: bool = True
 
     def available(self) -> bool:
         import torch

@@ -33,6 +33,9 @@ ALWAYS_ON = ("correctness", "process")  # not switchable: their cheats run with 
 # they are exercised on the H200 (bench/h200.sh) rather than here.
 GPU_ONLY_ROWS = {4: "batch-and-skip is visible only to per-call device timing",
                  22: "the physical floor needs a real device time"}
+# Layers whose checks need a real device: their cheats live in cheats_gpu/.
+GPU_ONLY_LAYERS = {"timing": "device timing, the physical floor",
+                   "profile": "a kernel profiler's device time per kernel"}
 
 
 @dataclass(frozen=True)
@@ -145,13 +148,15 @@ def test_corpus_covers_the_catalogue() -> None:
     assert not missing, f"catalogue rows without a cheat in the corpus: {missing}"
     gpu_rows = {e.row for e in GPU_CHEATS}
     assert set(GPU_ONLY_ROWS) <= gpu_rows, "a GPU-only row has no cheat in cheats_gpu/"
-    assert {e.layer for e in GPU_CHEATS} == {"timing"}
+    assert {e.layer for e in GPU_CHEATS} == set(GPU_ONLY_LAYERS)
+    for layer in GPU_ONLY_LAYERS:  # each GPU-only layer is proven on the H200 by two cheats
+        assert sum(e.layer == layer for e in GPU_CHEATS) >= 2, f"layer {layer} has < 2 cheats"
     from device_agent.evaluation import LAYERS
 
     switchable_with_cheats = {e.layer for e in CHEATS} - set(ALWAYS_ON)
     assert switchable_with_cheats <= set(LAYERS)
     # Every switchable layer that can run on the CPU is proven by at least two cheats.
-    for layer in set(LAYERS) - {"timing"}:
+    for layer in set(LAYERS) - set(GPU_ONLY_LAYERS):
         assert sum(e.layer == layer for e in CHEATS) >= 2, f"layer {layer} has < 2 cheats"
     assert {e.operator for e in CHEATS} <= {e.operator for e in HONEST}  # honest twins exist
 

@@ -165,3 +165,49 @@ print("ok", seconds)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr[-3000:]
+
+
+def test_the_profiler_splits_device_time_between_own_kernels_and_torch(tmp_path) -> None:
+    """The profile layer's measurement: a call whose own kernel does the work carries its
+    device time; one where torch computes (a 4096² matmul) and the candidate's kernel only
+    touches the result is judged. In a process of its own (the test session is interpreted)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "prof_candidate.py").write_text(DOUBLE)
+    code = f"""
+import sys, torch
+sys.path.insert(0, {str(tmp_path)!r})
+from device_agent import triton_hooks
+from device_agent.profiling import attribute, judge, profiled
+triton_hooks.install()
+import prof_candidate as module
+x = torch.randn(1 << 24, device="cuda")
+out = torch.empty_like(x)
+module.double(x, out)  # compiled before it is profiled
+torch.cuda.synchronize()
+triton_hooks.start_recording()
+_, acts = profiled(lambda: module.double(x, out), "cuda")
+own = triton_hooks.kernels_of("prof_candidate")
+assert own == {{"_double"}}, own
+honest = attribute(acts, own)
+assert honest.own_share is not None and honest.own_share > 0.95, (honest, acts)
+assert judge(honest, "honest") is None
+a = torch.randn(4096, 4096, device="cuda")
+def torch_computes():
+    y = (a @ a).flatten()[: 1 << 20]
+    return module.double(y, y.clone())
+triton_hooks.start_recording()
+_, acts = profiled(torch_computes, "cuda")
+cheat = attribute(acts, triton_hooks.kernels_of("prof_candidate"))
+assert cheat.own_share is not None and cheat.own_share < 0.2, (cheat, acts)
+assert judge(cheat, "cheat") is not None
+print("ok", honest, cheat)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), (out.stdout[-2000:],
+                                                                 out.stderr[-3000:])
