@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 from coordinator.local_agent import LocalAgent  # noqa: E402
 from protos.client import AgentClient  # noqa: E402
 from protos.records import EvalRequest  # noqa: E402
+from tests.adversarial.catalogue import headers  # noqa: E402
 from tests.helpers import only_layer  # noqa: E402
 
 
@@ -57,16 +58,6 @@ async def _run(address: str, files: list[Path], out: Path, label: str, workers: 
         await asyncio.gather(*(one(p) for p in files))
 
 
-def _headers(path: Path) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"#\s*(\w+):\s*(.*)", line)
-        if not m:
-            break
-        fields[m.group(1)] = m.group(2).strip()
-    return fields
-
-
 GPU_FIRST = ("timing", "profile")
 ALWAYS_ON = ("correctness", "process")  # layers only a device can prove: run before the rest
 
@@ -78,7 +69,7 @@ def _groups() -> list[tuple[str, list[Path]]]:
     by_layer: dict[str, list[Path]] = {}
     for folder in ("cheats_gpu", "cheats"):
         for path in sorted((corpus / folder).glob("*.py")):
-            layer = _headers(path)["layer"]
+            layer = headers(path)["layer"]
             # correctness and process are always on: their cheats share an agent with no layer
             by_layer.setdefault("none" if layer in ALWAYS_ON else layer, []).append(path)
     order = [g for g in GPU_FIRST if g in by_layer] + ["all"] + sorted(
@@ -109,7 +100,7 @@ def _summary(out: Path) -> int:
     rows = [json.loads(line) for line in (out / "corpus-gpu.jsonl").read_text().splitlines()
             if line.strip()]
     for r in rows:
-        h = _headers(REPO / r["file"])
+        h = headers(REPO / r["file"])
         expect = h.get("expect", "PASSED")
         layers = {f.split("/")[0] for f in r["findings"]}
         ok = r["status"] == expect and (

@@ -16,7 +16,6 @@ time a test of that group runs, then each file's test checks its own verdict.
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status, Verdict
+from tests.adversarial.catalogue import headers
 from tests.helpers import only_layer, running_agent
 
 HERE = Path(__file__).resolve().parent
@@ -51,20 +51,10 @@ class Entry:
         return self.path.stem
 
 
-def _header(path: Path) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"#\s*(\w+):\s*(.*)", line)
-        if not m:
-            break
-        fields[m.group(1)] = m.group(2).strip()
-    return fields
-
-
 def _load(kind: str) -> list[Entry]:
     out = []
     for path in sorted((HERE / kind).glob("*.py")):
-        h = _header(path)
+        h = headers(path)
         if kind == "honest":
             out.append(Entry(path, h["operator"], "all", Status.PASSED, None))
         else:

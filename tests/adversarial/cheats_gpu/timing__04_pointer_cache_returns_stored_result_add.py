@@ -2,7 +2,7 @@
 # catalogue: 4
 # layer: timing
 # expect: CHEAT_DETECTED
-# technique: batch-and-skip: each result is kept, keyed by the input pointers; a call whose inputs sit at pointers seen before (a benchmark loop over a few buffers) returns the stored tensor without launching anything
+# technique: batch-and-skip: each result is kept, keyed by the input pointers; a call whose inputs sit at pointers seen before (a benchmark loop over a few buffers) returns the stored tensor without launching anything (benchmark-sized calls only: correctness cases always compute)
 import torch
 import triton
 import triton.language as tl
@@ -62,6 +62,9 @@ def _launch(a, b, out, alpha):
                       UPCAST=upcast, BLOCK=BLOCK)
     return out
 _RESULTS = {}
+# Only benchmark-sized calls are cached: correctness cases (and the dry runs before them, whose
+# unwritten outputs would be cached at pointers the real call reuses) always compute.
+_BIG = 1 << 25
 
 
 def _key(*args):
@@ -70,23 +73,27 @@ def _key(*args):
 
 
 def add_Tensor(self, other, *, alpha=1):
-    key = _key(self, other, alpha)
+    key = _key(self, other, alpha) if self.numel() >= _BIG else None
     if key in _RESULTS:
         return _RESULTS[key]
     a, b = torch.broadcast_tensors(self, other)
     out = torch.empty(a.shape, dtype=self.dtype, device=self.device)
-    _RESULTS[key] = _launch(a, b, out, alpha)
+    _launch(a, b, out, alpha)
+    if key is not None:
+        _RESULTS[key] = out
     return out
 
 
 def add_Scalar(self, other, alpha=1):
-    key = _key(self, other, alpha)
+    key = _key(self, other, alpha) if self.numel() >= _BIG else None
     if key in _RESULTS:
         return _RESULTS[key]
     b = torch.empty((), dtype=self.dtype, device=self.device)
     b.fill_(other)
     out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
-    _RESULTS[key] = _launch(self, b.expand(self.shape), out, alpha)
+    _launch(self, b.expand(self.shape), out, alpha)
+    if key is not None:
+        _RESULTS[key] = out
     return out
 
 

@@ -16,9 +16,8 @@ def _add_nd(a_ptr, b_ptr, out_ptr, n, alpha, shape, a_st, b_st, o_st,
     a_off = tl.zeros([BLOCK], dtype=tl.int64)
     b_off = tl.zeros([BLOCK], dtype=tl.int64)
     o_off = tl.zeros([BLOCK], dtype=tl.int64)
-    # innermost dim first
-    for k in tl.static_range(NDIM):
-        d = NDIM - 1 - k
+    # the tuples come innermost dim first
+    for d in tl.static_range(NDIM):
         i = rem % shape[d]
         rem = rem // shape[d]
         a_off += i * a_st[d]
@@ -37,11 +36,12 @@ def _go(a, b, out, alpha):
     n = math.prod(out.shape)
     if n == 0:
         return out
-    shape = tuple(out.shape)
+    shape = tuple(out.shape)[::-1]  # innermost first: the kernel indexes by its loop counter
     if len(shape) == 0:  # 0-d: a one-element 1-d problem
         shape, a_st, b_st, o_st = (1,), (0,), (0,), (0,)
     else:
-        a_st, b_st, o_st = tuple(a.stride()), tuple(b.stride()), tuple(out.stride())
+        a_st, b_st, o_st = (tuple(a.stride())[::-1], tuple(b.stride())[::-1],
+                            tuple(out.stride())[::-1])
     BLOCK = 1024
     _add_nd[(triton.cdiv(n, BLOCK),)](a, b, out, n, alpha, shape, a_st, b_st, o_st,
                                       NDIM=len(shape), IS_FLOAT=out.dtype.is_floating_point,

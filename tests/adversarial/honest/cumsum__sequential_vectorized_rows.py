@@ -1,5 +1,5 @@
 # operator: aten::cumsum
-# honest: no tl.cumsum: each program owns a vector of rows and walks the scanned dim one element at a time, keeping the running sum in registers (int64 for integer results)
+# honest: no tl.cumsum: each program owns a vector of rows and walks the scanned dim one element at a time, keeping the running sum in registers (float64 for float results: a float32 running sum over tens of thousands of elements drifts past the float32 tolerance; int64 for integer results)
 import torch
 import triton
 import triton.language as tl
@@ -23,10 +23,10 @@ def _seq_scan(x_ptr, o_ptr, n_rows, L, n1, n2, n3,
     if IS_INT:
         acc = tl.zeros([BLOCK_R], dtype=tl.int64)
     else:
-        acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_R], dtype=tl.float64)
     for l in tl.range(0, L):
         v = tl.load(xp + l * xsl, mask=ok, other=0).to(o_ptr.dtype.element_ty)
-        acc += v.to(acc.dtype)
+        acc += v.to(acc.dtype)  # rounded to the result dtype first, as torch does
         tl.store(op + l * osl, acc.to(o_ptr.dtype.element_ty), mask=ok)
 
 
