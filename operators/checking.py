@@ -202,7 +202,14 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.numel() == 0:
         return True
-    ac, bc = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
-    if ac.dtype.is_floating_point or ac.dtype.is_complex:
-        return torch.equal(ac.reshape(-1).view(torch.uint8), bc.reshape(-1).view(torch.uint8))
-    return torch.equal(ac, bc)
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        return torch.equal(_flat_dense(a).view(torch.uint8), _flat_dense(b).view(torch.uint8))
+    return torch.equal(a.detach().cpu(), b.detach().cpu())
+
+
+def _flat_dense(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements in a fresh 1-d host tensor of unit stride. (``contiguous()`` keeps a
+    one-element tensor's stride, which ``view`` as bytes refuses.)"""
+    out = torch.empty(t.numel(), dtype=t.dtype)
+    out.copy_(t.detach().reshape(-1))
+    return out

@@ -154,3 +154,17 @@ def test_a_judge_replaces_the_value_comparison() -> None:
     assert check(torch.tensor([0.0, 1.0, 1.0, 0.0]), exp, EXACT) is None
     m = check(torch.tensor([0.0, 2.0, 1.0, 0.0]), exp, EXACT)
     assert m is not None and "other than" in m.summary
+
+
+def test_same_bits_takes_one_element_tensors_with_any_stride() -> None:
+    """``contiguous()`` keeps a one-element tensor's stride; viewing it as bytes then failed
+    (found on the H200: a strided one-element bfloat16 argument crashed the mutation check)."""
+    one = torch.randn(4, dtype=torch.bfloat16)[::2][:1]
+    assert one.stride() == (2,) and one.is_contiguous()
+    assert same_bits(one, one.clone())
+    assert not same_bits(one, one + 1)
+    nan = torch.full((3,), float("nan"), dtype=torch.float16)
+    other_nan = nan.view(torch.int16).add(1).view(torch.float16)  # another NaN payload
+    assert same_bits(nan, nan.clone()) and not same_bits(nan, other_nan)
+    t = torch.randn(6, 4).t()[:, ::2]
+    assert same_bits(t, t.clone()) and not same_bits(t, t * 2)
