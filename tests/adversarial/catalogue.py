@@ -40,9 +40,9 @@ def table() -> str:
         for layer, expect, name, op in sorted(rows[row]):
             lines.append(f"| {row} | `{layer}` | {expect} | `{name}` | `{op}` |")
     honest = sorted((HERE / "honest").glob("*.py"))
-    lines += ["", "Files in `cheats_gpu/` need real device timing: they run only on a GPU "
-              "(`bench/h200.sh corpus`, results in docs/BENCHMARKS.md), where the whole corpus "
-              "runs again on a `cuda` agent.", "",
+    lines += ["", "Files in `cheats_gpu/` need real device timing or a kernel profiler: they run "
+              "only on a GPU (`bench/h200.sh corpusw`, results in docs/BENCHMARKS.md), where the "
+              "whole corpus runs again on a `cuda` agent.", "",
               f"Honest candidates: {len(honest)} files in `tests/adversarial/honest/`, "
               "each PASSED by an agent with every layer on.", "", END]
     return "\n".join(lines)
