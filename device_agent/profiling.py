@@ -16,6 +16,7 @@ On the host (the ``cpu`` platform) there is no device profiler: the layer does n
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -84,19 +85,34 @@ def judge(dt: DeviceTime, case_name: str) -> str | None:
 
 def profiled(run: Callable[[], T], device: str) -> tuple[T, list[tuple[str, float]] | None]:
     """``run()`` under the device's kernel profiler: its result and every device activity as
-    ``(name, µs)``; ``None`` for the activities where ``device`` has no profiler (the host)."""
+    ``(name, µs)``; ``None`` for the activities where ``device`` has no profiler (the host) or
+    the profiler could not start or stop (then the layer cannot judge: never the candidate's
+    fault). What ``run`` raises propagates."""
     if device != "cuda":
         return run(), None
     import torch
     from torch._C._autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    try:
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.start()
+    except Exception:  # noqa: BLE001 - no profiler here (e.g. CUPTI unavailable)
+        return run(), None
+    try:
         result = run()
         torch.cuda.synchronize()
-    # Kineto's raw records: parsing them into FunctionEvents costs seconds on large traces.
-    results = prof.profiler.kineto_results if prof.profiler is not None else None
-    activities = [(str(e.name()), e.duration_ns() / 1000.0) for e in
-                  (results.events() if results is not None else [])
-                  if e.device_type() == DeviceType.CUDA]
+    except BaseException:
+        with contextlib.suppress(Exception):
+            prof.stop()
+        raise
+    try:
+        prof.stop()
+        # Kineto's raw records: parsing them into FunctionEvents costs seconds on large traces.
+        results = prof.profiler.kineto_results if prof.profiler is not None else None
+        activities = [(str(e.name()), e.duration_ns() / 1000.0) for e in
+                      (results.events() if results is not None else [])
+                      if e.device_type() == DeviceType.CUDA]
+    except Exception:  # noqa: BLE001
+        return result, None
     return result, activities

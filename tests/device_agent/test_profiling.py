@@ -4,6 +4,7 @@ the ``profile__*`` cheats in ``tests/adversarial/cheats_gpu/`` run on the H200."
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import operators
@@ -60,3 +61,21 @@ def test_launches_record_the_kernel_names_a_profiler_lists() -> None:
     names = triton_hooks.kernels_of(module.__name__)
     assert names and all(callable(getattr(module, n, None)) for n in names)
     assert triton_hooks.kernels_of("some.other.module") == set()
+
+
+def test_a_profiler_that_cannot_start_leaves_the_call_unjudged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a working profiler (CUPTI unavailable in a sandbox) the call still runs and the
+    layer has nothing to judge: that is never the candidate's fault."""
+    import torch.profiler
+
+    class Broken:
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    monkeypatch.setattr(torch.profiler, "profile", Broken)
+    result, activities = profiled(lambda: 7, "cuda")
+    assert result == 7 and activities is None
