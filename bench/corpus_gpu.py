@@ -103,9 +103,11 @@ def _summary(out: Path) -> int:
         h = headers(REPO / r["file"])
         expect = h.get("expect", "PASSED")
         layers = {f.split("/")[0] for f in r["findings"]}
-        ok = r["status"] == expect and (
-            expect == "PASSED" and not layers or h.get("layer") in ("correctness", None)
-            or expect == "RUNTIME_ERROR" or h.get("layer") in layers)
+        if expect == "PASSED":  # an honest file: passed, and no layer found anything
+            ok = r["status"] == expect and not layers
+        else:  # a cheat: its verdict, from its own layer (as tests/adversarial/test_corpus.py)
+            ok = r["status"] == expect and (h["layer"] == "correctness"
+                                            or expect == "RUNTIME_ERROR" or h["layer"] in layers)
         bad += not ok
         print(f"{'ok ' if ok else 'BAD'} {r['agent']:12s} {r['status']:15s} "
               f"(expected {expect}) {r['file']} {' '.join(r['findings'])}")

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import torch
 
-from operators.invoke import span
+from operators.invoke import extent, span
 from operators.spec import dtype_from_name, dtype_name
 
 MAX_FRAME = 1 << 31  # 2 GiB: generous for full-tier GPU outputs, bounded for the agent.
@@ -180,10 +180,10 @@ def _tensor(m: dict[str, Any], raw: bytes) -> torch.Tensor:
     numel = 1
     for s in size:
         numel *= s
-    extent = 0 if numel == 0 else 1 + sum((s - 1) * st for s, st in zip(size, stride, strict=True))
-    if extent * itemsize != len(raw):
+    elements = 0 if numel == 0 else extent(size, stride)
+    if elements * itemsize != len(raw):
         raise CodecError("tensor bytes do not match its geometry")
-    if extent == 0:
+    if elements == 0:
         return torch.empty(size, dtype=dtype)
     flat = torch.frombuffer(bytearray(raw), dtype=dtype)
     return flat.as_strided(size, stride, 0)

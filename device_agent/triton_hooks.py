@@ -93,10 +93,6 @@ def _python_fn(obj: Any) -> Any:
     return obj
 
 
-def _kernel_module(obj: Any) -> str:
-    return str(getattr(_python_fn(obj), "__module__", "") or "")
-
-
 def _at_top(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (the candidate's grid callable or heuristic) run as the candidate's own code:
     torch it calls is seen by the dispatch guard, as if called outside the launch."""
@@ -132,9 +128,10 @@ def _hooked(original: Callable[..., Any], what: str) -> Callable[..., Any]:
                 return kernel
             return original(self, *args, **kwargs)  # heuristics: its inner run is hooked
         if depth() == 0:
-            module = _kernel_module(self)
+            fn = _python_fn(self)
+            module = str(getattr(fn, "__module__", "") or "")
             if hasattr(_state, "launches"):
-                _state.launches.append((module, str(getattr(_python_fn(self), "__name__", ""))))
+                _state.launches.append((module, str(getattr(fn, "__name__", ""))))
             if module and module == getattr(_state, "suppressed", None):
                 return None
         # User code Triton calls during a launch is the candidate's, not Triton's internals.

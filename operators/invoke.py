@@ -7,7 +7,7 @@ strides, out-buffers poisoned, the entry point called, outputs and post-call inp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -43,7 +43,12 @@ def map_call(call: Call, fn: Callable[[torch.Tensor], torch.Tensor],
 
 def span(t: torch.Tensor) -> int:
     """Elements of storage from ``t``'s first element to its last (1 + the largest offset)."""
-    return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    return extent(t.shape, t.stride())
+
+
+def extent(shape: Sequence[int], stride: Sequence[int]) -> int:
+    """:func:`span` from a shape and strides (a non-empty layout)."""
+    return 1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
 
 
 def to_device(obj: Any, device: str | torch.device) -> Any:
