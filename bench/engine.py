@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
 import statistics
 import sys
 import time
@@ -91,6 +93,39 @@ async def _evaluate_all(address: str, sources: list[str], op: str, concurrency: 
         return list(await asyncio.gather(*(one(s) for s in sources)))
 
 
+def _busy_core_seconds() -> float:
+    """CPU seconds the whole host has spent busy since boot (all cores, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` itself (utime + stime)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_WORKER_CPU = re.compile(r"worker CPU: start ([\d.]+)s \(\+([\d.]+)s compilers\), "
+                         r"job ([\d.]+)s \(\+([\d.]+)s compilers\)")
+_OWN_LAUNCHERS = re.compile(r"launchers built by the worker (\d+)")
+
+
+def cpu_from_log(log: Path) -> dict[str, Any]:
+    """Per-candidate worker CPU (the agent's /proc readings) and launcher builds from an agent
+    log at -vv: sums, and the launchers the first and the last ten candidates built."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    cpu = [tuple(float(x) for x in m.groups()) for m in _WORKER_CPU.finditer(text)]
+    built = [int(m.group(1)) for m in _OWN_LAUNCHERS.finditer(text)]
+    parts = ("start_own", "start_compilers", "job_own", "job_compilers")
+    return {"candidates": len(cpu),
+            "worker_cpu_s": {k: sum(c[i] for c in cpu) for i, k in enumerate(parts)},
+            "launchers_built_by_workers": {"first_10": built[:10], "last_10": built[-10:],
+                                           "total": sum(built)}}
+
+
 def throughput(args: argparse.Namespace) -> None:
     sources = [add_variant(i) for i in range(args.n)]
     assert len(set(sources)) == len(sources)
@@ -109,15 +144,22 @@ def throughput(args: argparse.Namespace) -> None:
         (args.out / "throughput-fresh.json").write_text(json.dumps(fresh, indent=1))
     (args.out / "throughput-setup.json").write_text(json.dumps(
         {"n": args.n, "workers": args.workers}))
-    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=("-vv",),
-                    log_path=args.out / "throughput-agent.log") as agent:
+    extra = ("-vv", *(("--host-threads", str(args.host_threads)) if args.host_threads else ()))
+    log_path = args.out / "throughput-agent.log"
+    with LocalAgent(platform=args.platform, workers=args.workers, extra_args=extra,
+                    log_path=log_path) as agent:
         asyncio.run(agent.wait_serving(timeout=600))
         t0 = time.monotonic()
+        busy0, agent0 = _busy_core_seconds(), _own_cpu(agent.proc.pid)
         verdicts = asyncio.run(_evaluate_all(agent.address, sources, "aten::add", args.n,
                                              args.out / "throughput-warm.jsonl"))
         warm_wall = time.monotonic() - t0
+        host = {"wall_s": warm_wall, "host_busy_core_s": _busy_core_seconds() - busy0,
+                "agent_own_cpu_s": _own_cpu(agent.proc.pid) - agent0,
+                "cores": os.cpu_count(), **cpu_from_log(log_path)}
+    (args.out / "throughput-cpu.json").write_text(json.dumps(host, indent=1))
     rows = {"n": args.n, "workers": args.workers, "warm_wall_s": warm_wall,
-            "warm": [_row(v) for v in verdicts], "fresh": fresh}
+            "warm": [_row(v) for v in verdicts], "fresh": fresh, "cpu": host}
     (args.out / "throughput.json").write_text(json.dumps(rows, indent=1))
     rate(args)
 
@@ -152,6 +194,20 @@ def rate(args: argparse.Namespace) -> None:
               f"{sum(f['wall_s'] for f in fresh):.1f} | {60 / fresh_s:.1f} | — | "
               f"{'identical' if same else 'DIFFERENT'} |")
         print(f"\nspeed-up of the warm agent from submission: {per_min / (60 / fresh_s):.1f}x")
+    cpu_path = args.out / "throughput-cpu.json"
+    if cpu_path.exists():
+        c = json.loads(cpu_path.read_text())
+        n = max(1, c["candidates"])
+        w = c["worker_cpu_s"]
+        print(f"\nhost CPU per candidate ({c['cores']} cores, {c['candidates']} candidates, "
+              f"{c['wall_s']:.0f} s): all processes {c['host_busy_core_s'] / n:.1f} core-s "
+              f"({c['host_busy_core_s'] / c['wall_s']:.1f} cores busy); workers starting "
+              f"{w['start_own'] / n:.2f} + {w['start_compilers'] / n:.2f} compilers, running "
+              f"{w['job_own'] / n:.2f} + {w['job_compilers'] / n:.2f} compilers; agent "
+              f"{c['agent_own_cpu_s'] / n:.2f}")
+        b = c["launchers_built_by_workers"]
+        print(f"launchers the workers built themselves: first 10 candidates {b['first_10']}, "
+              f"last 10 {b['last_10']}")
 
 
 def repeatability(args: argparse.Namespace) -> None:
@@ -276,6 +332,8 @@ def main() -> None:
             p.add_argument("--n", type=int, default=60)
             p.add_argument("--workers", type=int, default=12)
             p.add_argument("--fresh", type=int, default=4)
+            p.add_argument("--host-threads", type=int, default=None,
+                           help="the agent's --host-threads (default: its own)")
         if name == "repeatability":
             p.add_argument("--repeats", type=int, default=10)
             p.add_argument("--workers", type=int, default=8)

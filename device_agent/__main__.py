@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="TEST MODE for coordinator benchmarks: answer every request after the "
                         "static checks without running it (PASSED unless rejected), with harness "
                         "version '<version>+instant' so no store mixes these with real verdicts")
+    s.add_argument("--host-threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads for the agent's own work (inputs, fp64 references, "
+                        "checks), which runs for many candidates at once beside their kernel "
+                        "compiles (default: the cores left over once every worker has one, 1-4)")
     s.add_argument("-v", "--verbose", action="count", default=0,
                    help="-v: one log line per evaluation with its stage times; -vv: also each "
                         "timed case's input, wait, hold and recheck times")
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgb agent: WARNING: listening on {args.host}: the agent has no authentication yet; "
               "anyone who can reach this port can run code on this host's workers",
               file=sys.stderr)
+    if args.host_threads is not None and not 1 <= args.host_threads <= 256:
+        print("kgb agent: --host-threads must be between 1 and 256", file=sys.stderr)
+        return 2
     if not 0.5 <= args.worker_memory_gb <= 4096:
         print("kgb agent: --worker-memory-gb must be between 0.5 and 4096", file=sys.stderr)
         return 2
@@ -106,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                              port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
                              layers=frozenset(LAYERS) - set(args.disable_layer),
                              metrics_port=args.metrics_port, register=args.register,
-                             advertise=args.advertise, instant_verdicts=args.instant_verdicts)
+                             advertise=args.advertise, instant_verdicts=args.instant_verdicts,
+                             host_threads=args.host_threads)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

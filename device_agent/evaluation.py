@@ -19,13 +19,14 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import itertools
 import logging
 import random
 import secrets
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ import operators
 from device_agent import static_policy
 from device_agent.codec import CodecError
 from device_agent.device_gate import DeviceGate
+from device_agent.host_work import HostBudget, HostWork
+from device_agent.launchers import LauncherBuilder
 from device_agent.layers import LAYERS as _LAYER_DOCS
 from device_agent.platforms import Platform
 from device_agent.profiling import DeviceTime
@@ -156,8 +159,14 @@ class Evaluator:
     def __init__(self, platform: Platform, pools: list[WorkerPool], secret: bytes,
                  budgets: StageBudgets | None = None,
                  layers: frozenset[str] = frozenset(LAYERS),
-                 public_cache_bytes: int = 2 << 30, *, instant: bool = False) -> None:
+                 public_cache_bytes: int = 2 << 30, *, instant: bool = False,
+                 host: HostWork | None = None, launchers: LauncherBuilder | None = None) -> None:
         self.layers = layers
+        # Builds the Triton launchers workers report building themselves (Triton 3.6; None
+        # where launchers are not built per signature).
+        self.launchers = launchers
+        # The agent's own CPU work (inputs, references, checks): bounded pools, few threads.
+        self.host = host or HostWork(HostBudget.for_host(sum(pool.size for pool in pools)))
         # Instant-verdict test mode (coordinator benchmarks): static checks only, nothing runs.
         # Its verdicts carry their own harness version, so no store ever mixes them with real ones.
         self.instant = instant
@@ -177,6 +186,20 @@ class Evaluator:
         self._public_lock = threading.Lock()  # guards the cache and the per-problem locks
         self._public_locks: dict[str, threading.Lock] = {}
         self.metrics: AgentMetrics | None = None  # set by the server when it exports metrics
+
+    def close(self) -> None:
+        self.host.close()
+        if self.launchers is not None:
+            self.launchers.close()
+
+    def _launchers_built(self, msg: dict[str, Any]) -> int:
+        """Hand the launchers a worker built itself to the agent's builder; returns how many."""
+        reported = msg.get("launchers")
+        if not isinstance(reported, list):
+            return 0
+        if self.launchers is not None:
+            self.launchers.request(reported)
+        return len(reported)
 
     def use_peaks(self, measured: dict[str, Any] | None) -> None:
         """Use measured ceilings (bandwidth GB/s, per-dtype TFLOP/s) for speed-of-light."""
@@ -278,8 +301,10 @@ class Evaluator:
                              for e in expected[i])]
             probes = probes[:PROBED_CASES]
         else:
-            probes = [i for i in range(len(calls))
-                      if _informative(spec, case_objs[i], calls[i], expected[i])][:PROBED_CASES]
+            # The first PROBED_CASES informative cases (each test compares a whole output).
+            probes = list(itertools.islice(
+                (i for i in range(len(calls))
+                 if _informative(spec, case_objs[i], calls[i], expected[i])), PROBED_CASES))
         replays = {}
         if "replay" in self.layers and spec.kind is not Kind.RANDOM:
             for i in probes:
@@ -296,7 +321,7 @@ class Evaluator:
                        progress: Callable[[Progress], None] | None = None) -> Verdict:
         """Evaluate ``req`` (already validated by :meth:`resolve`). ``deadline`` is a
         ``time.monotonic()`` instant; every stage ends ``margin_s`` before it."""
-        marks: dict[str, float] = {}  # first time each stage was reached: log and metrics
+        marks: list[tuple[str, float]] = []  # (stage, when it was entered): log and metrics
         try:
             verdict = await self._evaluate(req, deadline, progress, marks)
         except asyncio.CancelledError:
@@ -309,13 +334,17 @@ class Evaluator:
 
     async def _evaluate(self, req: EvalRequest, deadline: float,
                         progress: Callable[[Progress], None] | None,
-                        marks: dict[str, float]) -> Verdict:
+                        marks: list[tuple[str, float]]) -> Verdict:
         t0 = time.monotonic()
         spec = self.resolve(req)
         chash = candidate_hash(req.source)
 
+        def enter(stage: str) -> None:
+            if not marks or marks[-1][0] != stage:
+                marks.append((stage, time.monotonic()))
+
         def report(stage: Stage, detail: str = "", done: int = 0, total: int = 0) -> None:
-            marks.setdefault(stage.name.lower(), time.monotonic())
+            enter(stage.name.lower())
             if progress is not None:
                 progress(Progress(stage, detail, done, total))
 
@@ -335,33 +364,46 @@ class Evaluator:
             return self._verdict(spec, chash, req, Status.PASSED,
                                  "instant-verdict test mode: static checks passed; the candidate "
                                  "was not run (harness " + self.harness_version + ")", t0)
-        marks.setdefault("inputs", time.monotonic())
-        prepared = await asyncio.to_thread(self._prepare, spec, chash, text)
-
+        # Inputs and references are made only for candidates about to get a worker (they stay in
+        # memory until the verdict, and making them costs the CPU the running ones need).
         report(Stage.QUEUED)
-        pool_index = min(range(len(self.pools)),
-                         key=lambda i: self.pools[i].busy + self.pools[i].waiting)
-        pool = self.pools[pool_index]
+        admission = self.host.admission(sum(pool.size for pool in self.pools))
+
+        def left() -> float:
+            return max(0.1, deadline - time.monotonic() - self.budgets.margin_s)
+
+        no_worker = "no worker became free before the deadline"
         try:
-            worker = await asyncio.wait_for(pool.acquire(),
-                                            timeout=max(0.1, deadline - time.monotonic()
-                                                        - self.budgets.margin_s))
+            await asyncio.wait_for(admission.acquire(), timeout=left())
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
-            return self._verdict(spec, chash, req, Status.INFRA_ERROR,
-                                 "no worker became free before the deadline", t0)
-        except WorkerStartError as exc:
-            return self._verdict(spec, chash, req, Status.INFRA_ERROR,
-                                 f"worker could not start: {exc}", t0)
-        if worker.ready.get("system"):
-            self.datasheet = SystemInfo(**worker.ready["system"])
-            self.system = self._with_peaks(self.datasheet)
+            return self._verdict(spec, chash, req, Status.INFRA_ERROR, no_worker, t0)
         try:
-            verdict = await self._run(worker, pool_index, prepared, req, deadline, t0, report)
+            enter("inputs")
+            prepared = await self.host.prepare(self._prepare, spec, chash, text)
+            report(Stage.QUEUED)
+            pool_index = min(range(len(self.pools)),
+                             key=lambda i: self.pools[i].busy + self.pools[i].waiting)
+            pool = self.pools[pool_index]
+            try:
+                worker = await asyncio.wait_for(pool.acquire(), timeout=left())
+            except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
+                return self._verdict(spec, chash, req, Status.INFRA_ERROR, no_worker, t0)
+            except WorkerStartError as exc:
+                return self._verdict(spec, chash, req, Status.INFRA_ERROR,
+                                     f"worker could not start: {exc}", t0)
+            if worker.ready.get("system"):
+                self.datasheet = SystemInfo(**worker.ready["system"])
+                self.system = self._with_peaks(self.datasheet)
+            try:
+                verdict = await self._run(worker, pool_index, prepared, req, deadline, t0, report)
+            finally:
+                enter("cleanup")
+                await pool.release(worker)
         finally:
-            marks.setdefault("cleanup", time.monotonic())
-            await pool.release(worker)
-        log.info("%s %s %s in %.1fs (%s)", spec.ref, chash[:12], verdict.status.name,
-                 verdict.wall_seconds, _stage_durations(marks, t0))
+            admission.release()
+        log.info("%s %s %s in %.1fs (%s)%s", spec.ref, chash[:12], verdict.status.name,
+                 verdict.wall_seconds, _stage_durations(marks),
+                 f"; {worker.cpu.describe()}" if worker.cpu is not None else "")
         return verdict
 
     def _gate_timeout(self, deadline: float) -> float:
@@ -432,6 +474,7 @@ class Evaluator:
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
             case_seconds: list[float] = []
             dry_seconds = held_seconds = 0.0  # for the log: compiling off the gate, holding it
+            own_launchers = 0  # for the log: Triton launchers the worker had to build itself
             dry_stopped = ""  # the first dry run that stopped early, for the log
             unstable: list[Finding] = []  # determinism: a second run disagreed with the first
             gate = self.gates[pool_index]
@@ -452,6 +495,7 @@ class Evaluator:
                 msg = await recv(correctness_deadline)
                 if msg.get("type") == "warmed" and msg.get("index") == i:
                     dry_seconds += float(msg.get("seconds", 0.0))
+                    own_launchers += self._launchers_built(msg)
                     if msg.get("stopped") and not dry_stopped:
                         dry_stopped = f"; case {p.names[i]}'s dry run stopped: {msg['stopped']}"
                     asked = waits[1] = time.monotonic()
@@ -493,27 +537,28 @@ class Evaluator:
                 if kind != "case" or msg.get("index") != i:
                     return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
                 findings = self._runtime_findings(p, i, msg)
-                findings += await asyncio.to_thread(self._ghost_findings, p, i, msg)
+                findings += await self.host.check(self._ghost_findings, p, i, msg)
                 if findings:
                     await _quiet_send(worker, {"type": "stop", "nonce": nonce})
                     return verdict(Status.CHEAT_DETECTED,
                                    " ; ".join(f.evidence for f in findings)[:1500],
                                    cases=tuple(results), findings=findings)
-                results.append(await asyncio.to_thread(self._check_case, p, i, msg))
+                results.append(await self.host.check(self._check_case, p, i, msg))
                 if results[-1].passed and "repeat_outputs" in msg:
-                    differs = await asyncio.to_thread(self._determinism_finding, p, i, msg)
+                    differs = await self.host.check(self._determinism_finding, p, i, msg)
                     if differs is not None:
                         unstable.append(differs)
                 if results[-1].passed and i in p.replays:
-                    stale = await asyncio.to_thread(self._replay_finding, p, i, msg)
+                    stale = await self.host.check(self._replay_finding, p, i, msg)
                     if stale is not None:
                         unstable.append(stale)
                 case_seconds.append(float(msg.get("seconds", 0.0)))
                 report(Stage.CORRECTNESS, p.names[i], i + 1, len(p.calls))
 
             log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
-                      "waited for the device %.2fs%s", spec.ref, p.candidate_hash[:12],
-                      len(results), dry_seconds, held_seconds, waits[0], dry_stopped[:300])
+                      "waited for the device %.2fs, launchers built by the worker %d%s",
+                      spec.ref, p.candidate_hash[:12], len(results), dry_seconds, held_seconds,
+                      waits[0], own_launchers, dry_stopped[:300])
             failed = [r for r in results if not r.passed]
             if failed:
                 await _quiet_send(worker, {"type": "stop", "nonce": nonce})
@@ -772,6 +817,7 @@ class Evaluator:
             await worker.send({"type": "prepare", "nonce": nonce, "index": index, "seed": seed,
                                "warm": self.platform.compiles_kernels})
             built = await expect("built", index)
+            self._launchers_built(built)
             async with holding(gate.shared) as (asked, t_upload):
                 await worker.send({"type": "upload", "nonce": nonce, "index": index})
                 await expect("prepared", index)
@@ -957,19 +1003,23 @@ def _replay_call(first: Call, alt: Call) -> Call:
     return Call(first.entry, args, kwargs, first.outputs, first.mutable, first.out_buffers)
 
 
-def _stage_durations(marks: dict[str, float], t0: float) -> str:
-    """``static 0.0s, queued 1.2s, ...``: how long each reached stage lasted."""
-    names = sorted(marks, key=marks.__getitem__)
-    ends = [marks[n] for n in names[1:]] + [time.monotonic()]
-    return ", ".join(f"{n} {end - marks[n]:.1f}s" for n, end in zip(names, ends, strict=True))
+def _stage_durations(marks: Sequence[tuple[str, float]]) -> str:
+    """``static 0.0s, queued 1.2s, ...``: how long each reached stage lasted, in the order
+    the stages were first reached."""
+    return ", ".join(f"{n} {s:.1f}s" for n, s in _stage_seconds(marks, time.monotonic(),
+                                                                 keep_done=True).items())
 
 
-def _stage_seconds(marks: dict[str, float], end: float) -> dict[str, float]:
-    """Seconds spent in each reached stage, for metrics: until the next stage began ("done" only
-    ends the stage before it)."""
-    names = sorted(marks, key=marks.__getitem__)
-    ends = [marks[n] for n in names[1:]] + [end]
-    return {n: stop - marks[n] for n, stop in zip(names, ends, strict=True) if n != "done"}
+def _stage_seconds(marks: Sequence[tuple[str, float]], end: float,
+                   keep_done: bool = False) -> dict[str, float]:
+    """Seconds spent in each reached stage: a stage lasts until the next one is entered, and a
+    stage entered twice (queued for admission, then for a worker) counts both spells. "done"
+    only ends the stage before it (kept for the log with ``keep_done``)."""
+    out: dict[str, float] = {}
+    for (name, start), stop in zip(marks, [t for _, t in marks[1:]] + [end], strict=True):
+        if name != "done" or keep_done:
+            out[name] = out.get(name, 0.0) + stop - start
+    return out
 
 
 def _float_or_none(value: Any) -> float | None:

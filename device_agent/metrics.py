@@ -27,7 +27,25 @@ WORKER_STATES = ("ready", "busy", "starting")
 REJECT_REASONS = ("invalid_argument", "queue_full", "draining")
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320)
 START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120)
+WORKER_CPU_PHASES = ("start", "job")
+WORKER_CPU_PARTS = ("own", "compilers")
 LOCK_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+
+
+class WorkerCpuView(Protocol):
+    """What the metrics read from a used worker's CPU record (``workers.WorkerCpu``)."""
+
+    @property
+    def start_own(self) -> float: ...
+
+    @property
+    def start_children(self) -> float: ...
+
+    @property
+    def job_own(self) -> float: ...
+
+    @property
+    def job_children(self) -> float: ...
 
 
 class PoolView(Protocol):
@@ -73,6 +91,12 @@ class AgentMetrics:
         self.worker_start_seconds = Histogram("kgb_agent_worker_start_seconds",
                                               "Start-up time of a replacement worker (fork to ready)",
                                               ["platform"], registry=r, buckets=START_BUCKETS)
+        self.worker_cpu_seconds = Counter("kgb_agent_worker_cpu_seconds_total",
+                                          "CPU time of used workers, read from /proc when each is "
+                                          "taken back: phase start (fork to ready) or job (its "
+                                          "candidate); part own (the worker) or compilers (the "
+                                          "ptxas/gcc processes it ran)",
+                                          ["platform", "device", "phase", "part"], registry=r)
         self.timing_lock_wait = Histogram("kgb_agent_timing_lock_wait_seconds",
                                           "Wait for a device's exclusive timing lock, per timed case",
                                           ["platform", "device"], registry=r, buckets=LOCK_BUCKETS)
@@ -116,6 +140,9 @@ class AgentMetrics:
             self.worker_restarts.labels(p, d)
             self.worker_start_failures.labels(p, d)
             self.timing_lock_wait.labels(p, d)
+            for phase in WORKER_CPU_PHASES:
+                for part in WORKER_CPU_PARTS:
+                    self.worker_cpu_seconds.labels(p, d, phase, part)
             self.queue_depth.labels(p, d).set_function(lambda pool=pool: float(pool.waiting))
             self.running.labels(p, d).set_function(lambda pool=pool: float(pool.busy))
             self.workers.labels(p, d, "ready").set_function(lambda pool=pool: float(pool.ready_count))
@@ -155,6 +182,15 @@ class AgentMetrics:
 
     def worker_start_failed(self, device: int) -> None:
         self.worker_start_failures.labels(self.platform, str(device)).inc()
+
+    def worker_cpu(self, device: int, cpu: WorkerCpuView) -> None:
+        """A used worker's CPU seconds, as the pool read them when it took the worker back."""
+        d = str(device)
+        for phase, part, seconds in (("start", "own", cpu.start_own),
+                                     ("start", "compilers", cpu.start_children),
+                                     ("job", "own", cpu.job_own),
+                                     ("job", "compilers", cpu.job_children)):
+            self.worker_cpu_seconds.labels(self.platform, d, phase, part).inc(max(seconds, 0.0))
 
     def timing_lock_waited(self, device: int, seconds: float) -> None:
         self.timing_lock_wait.labels(self.platform, str(device)).observe(max(seconds, 0.0))

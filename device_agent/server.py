@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import operators
+from device_agent import launchers
 from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets
+from device_agent.host_work import HostBudget, HostWork, limit_torch_threads
+from device_agent.launchers import LauncherBuilder
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from device_agent.sandbox import SandboxSettings
@@ -64,6 +67,7 @@ class AgentSettings:
     advertise: str | None = None   # the address to register (default: the listen address)
     drain_s: float = 5.0           # on SIGTERM, how long in-flight evaluations may finish
     instant_verdicts: bool = False  # test mode: static checks only, no workers (benchmarks)
+    host_threads: int | None = None  # torch CPU threads of the agent (default: HostBudget.for_host)
 
 
 class QueueFull(Exception):
@@ -335,11 +339,20 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     from device_agent import peaks as peak_cache
 
     peaks_dir = peak_cache.cache_root()
+    devices = platform.device_count()
+    budget = HostBudget.for_host(size * devices)
     pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
-                        peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None)
-             for i in range(platform.device_count())]
+                        peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None,
+                        host_threads=budget.intra_op_threads)
+             for i in range(devices)]
+    if settings.host_threads is not None:
+        budget = replace(budget, intra_op_threads=settings.host_threads)
+    limit_torch_threads(budget)
+    builder = (LauncherBuilder(launchers.shared_dir(root))
+               if platform.compiles_kernels and launchers.supported() else None)
     evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers,
-                          instant=settings.instant_verdicts)
+                          instant=settings.instant_verdicts, host=HostWork(budget),
+                          launchers=builder)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
     service = DeviceAgentService(evaluator, pools, settings, agent_id)
     if metrics is not None:
@@ -420,6 +433,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     warm_task.cancel()
     for p in pools:
         await p.close()
+    evaluator.close()
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)

@@ -225,7 +225,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     # output the kernel never wrote cannot pass by inheriting a stale correct answer.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
-    from device_agent import dry_run, triton_hooks
+    from device_agent import dry_run, launchers, triton_hooks
     from device_agent.dispatch_guard import DispatchGuard
 
     guard_on = "runtime" in layers
@@ -247,7 +247,8 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             pass  # no introspectable signature (e.g. a builtin): the call itself will tell
         # Dry first, without the device's gate: its kernels compile now, not under the gate.
         warm_s, stopped = dry_run.warm(fn, call, device) if msg.get("warm") else (0.0, "")
-        ch.send({"type": "warmed", "index": i, "seconds": warm_s, "stopped": stopped})
+        ch.send({"type": "warmed", "index": i, "seconds": warm_s, "stopped": stopped,
+                 "launchers": launchers.take_misses()})
         go = ch.recv()
         if go.get("type") != "run" or go.get("index") != i:
             return
@@ -322,7 +323,8 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             elif msg.get("warm"):  # compile for the benchmark shapes now, not while timed
                 warm_s, stopped = dry_run.warm_made(
                     fn, functools.partial(spec.make_call, case, torch.Generator(device)), device)
-            ch.send({"type": "built", "index": index, "seconds": warm_s, "stopped": stopped})
+            ch.send({"type": "built", "index": index, "seconds": warm_s, "stopped": stopped,
+                     "launchers": launchers.take_misses()})
             if ch.recv().get("type") != "upload":
                 return
             if not source:  # made on the device, with the device shared

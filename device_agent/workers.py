@@ -24,10 +24,11 @@ import socket
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from device_agent import sandbox
+from device_agent import launchers, sandbox
 from device_agent.codec import encode, read_message
 from device_agent.device_gate import DeviceGate
 from device_agent.platforms import Platform
@@ -53,7 +54,9 @@ _PRELOAD = ["numpy", "torch", "triton", "triton.language", "operators", "device_
             # Imported by the first torch.use_deterministic_algorithms (the checking stage):
             # about 3.5 s per worker on a CI core when each worker imported it itself.
             "torch._inductor",
-            "device_agent.preload"]
+            # Imported by the first kernel compile (about 0.1 s per worker on the H200 host).
+            "triton.compiler.compiler", "triton.compiler.code_generator",
+            "device_agent.launchers", "device_agent.preload"]
 _forkserver_lock = threading.Lock()
 
 
@@ -105,6 +108,41 @@ class _Child:
             os.kill(self.pid, signal.SIGKILL)
 
 
+_CLOCK_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """CPU seconds of process ``pid`` so far: (its own, its waited-for children's — for a worker,
+    the compilers it ran: ptxas, gcc), read from /proc; None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:  # fields after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+        own = (int(fields[11]) + int(fields[12])) / _CLOCK_TICK
+        children = (int(fields[13]) + int(fields[14])) / _CLOCK_TICK
+    except (IndexError, ValueError):
+        return None
+    return own, children
+
+
+@dataclass(frozen=True)
+class WorkerCpu:
+    """Where one worker's CPU went: starting (fork to ready: device context, warm-up kernel) and
+    serving its candidate (compiles, runs, replies), each split into the worker's own time and
+    its compilers'. Read by the agent from /proc, so the candidate cannot misreport it."""
+
+    start_own: float
+    start_children: float
+    job_own: float
+    job_children: float
+
+    def describe(self) -> str:
+        return (f"worker CPU: start {self.start_own:.1f}s (+{self.start_children:.1f}s "
+                f"compilers), job {self.job_own:.1f}s (+{self.job_children:.1f}s compilers)")
+
+
 class WorkerStartError(RuntimeError):
     """A worker could not start (broken install, no device): the system's fault, not a candidate's."""
 
@@ -122,6 +160,8 @@ class Worker:
         self.workdir = workdir
         self.log_path = log_path
         self.ready: dict[str, Any] = {}
+        self.cpu_at_ready: tuple[float, float] | None = None
+        self.cpu: WorkerCpu | None = None  # set when the pool takes the worker back
 
     @property
     def pid(self) -> int:
@@ -172,8 +212,10 @@ class Worker:
 
 async def start_worker(platform: Platform, device_index: int, root: Path,
                        limits: sandbox.SandboxSettings | None = None,
-                       peaks_cache_dir: Path | None = None) -> Worker:
-    """Start one worker and wait for its ready message."""
+                       peaks_cache_dir: Path | None = None,
+                       host_threads: int | None = None) -> Worker:
+    """Start one worker and wait for its ready message. ``host_threads``: torch CPU threads
+    of the worker (default: a quarter of the cores, 1-4)."""
     limits = limits or sandbox.SandboxSettings()
     uid = sandbox.next_uid(limits)
     workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
@@ -185,13 +227,15 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     env.update(platform.worker_env(device_index))
     env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
     env["HOME"] = str(workdir)
-    env["KGB_WORKER_THREADS"] = str(max(1, min(4, (os.cpu_count() or 1) // 4)))
+    env["KGB_WORKER_THREADS"] = str(host_threads or max(1, min(4, (os.cpu_count() or 1) // 4)))
     env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
     # Triton's compiled driver helpers, shared by this agent's workers: written only before a
     # worker drops privileges, read-only to candidates (see platforms.cuda.load_triton_driver).
     driver_cache = root / "triton-driver"
     driver_cache.mkdir(mode=0o755, exist_ok=True)
     env["KGB_TRITON_DRIVER_CACHE"] = str(driver_cache)
+    # Triton's kernel launchers, built by the agent and read-only to workers (device_agent.launchers).
+    env["KGB_TRITON_LAUNCHERS"] = str(launchers.shared_dir(root))
     if peaks_cache_dir is not None:
         env["KGB_PEAKS_CACHE_DIR"] = str(peaks_cache_dir)
     log_path.touch(mode=0o600)
@@ -221,6 +265,7 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
         raise WorkerStartError(f"worker failed to start: {msg.get('message')}\n"
                                f"{msg.get('traceback', '')}\nworker log:\n{tail}")
     worker.ready = msg
+    worker.cpu_at_ready = cpu_seconds(worker.pid)
     return worker
 
 
@@ -231,7 +276,7 @@ class WorkerPool:
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
                  limits: sandbox.SandboxSettings | None = None,
-                 peaks_cache_dir: Path | None = None) -> None:
+                 peaks_cache_dir: Path | None = None, host_threads: int | None = None) -> None:
         if size < 1:
             raise ValueError("pool size must be >= 1")
         self.platform = platform
@@ -240,6 +285,7 @@ class WorkerPool:
         self.root = root
         self.limits = limits or sandbox.SandboxSettings()
         self.peaks_cache_dir = peaks_cache_dir  # the first worker measures peaks when uncached
+        self.host_threads = host_threads  # torch CPU threads per worker (None: start_worker's)
         self.measured_peaks: dict[str, Any] = {}
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._closed = False
@@ -260,7 +306,7 @@ class WorkerPool:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
         results = await asyncio.gather(
             *(start_worker(self.platform, self.device_index, self.root, self.limits,
-                           self.peaks_cache_dir if i == 0 else None)
+                           self.peaks_cache_dir if i == 0 else None, self.host_threads)
               for i in range(self.size)),
             return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -294,7 +340,7 @@ class WorkerPool:
                 async with self.gate.shared():
                     began = time.monotonic()
                     w = await start_worker(self.platform, self.device_index, self.root,
-                                           self.limits)
+                                           self.limits, host_threads=self.host_threads)
             except WorkerStartError as exc:
                 if self.metrics is not None:
                     self.metrics.worker_start_failed(self.device_index)
@@ -342,6 +388,12 @@ class WorkerPool:
         so the candidate's verdict does not wait for it."""
         self.busy -= 1
         self._slots.release()
+        done = cpu_seconds(w.pid)
+        if done is not None and w.cpu_at_ready is not None:
+            (so, sc), (do, dc) = w.cpu_at_ready, done
+            w.cpu = WorkerCpu(so, sc, max(0.0, do - so), max(0.0, dc - sc))
+            if self.metrics is not None:
+                self.metrics.worker_cpu(self.device_index, w.cpu)
         w.kill()
         task = asyncio.get_running_loop().create_task(self._reap(w))
         self._reaping.add(task)

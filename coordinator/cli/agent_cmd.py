@@ -30,7 +30,8 @@ def agent() -> None:
               help="write the bound port to this file once listening")
 @click.option("--disable-layer", "disabled", multiple=True, metavar="LAYER",
               help="switch an anti-cheat layer off, repeatable (to test the others on their own): "
-                   "static, runtime, launches, ghost, determinism, replay, integrity, timing "
+                   "static, runtime, launches, ghost, determinism, replay, integrity, timing, "
+                   "profile "
                    "(docs/anticheat.md)")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="serve Prometheus /metrics on --host at this port (0 picks a free one; "
@@ -44,11 +45,14 @@ def agent() -> None:
 @click.option("--instant-verdicts", is_flag=True,
               help="TEST MODE for coordinator benchmarks: static checks only, candidates are not "
                    "run (PASSED unless rejected; harness version '<version>+instant')")
+@click.option("--host-threads", type=click.IntRange(1, 256), default=None, metavar="N",
+              help="torch CPU threads for the agent's own work (inputs, references, checks); "
+                   "default: the cores left once every worker has one (1-4)")
 @click.option("-v", "--verbose", count=True, help="-v: a log line per evaluation; -vv: per timed case too")
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
           port_file: str | None, disabled: tuple[str, ...], metrics_port: int | None,
           register: str | None, advertise: str | None, instant_verdicts: bool,
-          verbose: int) -> None:
+          host_threads: int | None, verbose: int) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -66,6 +70,8 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv += ["--advertise", advertise]
     if instant_verdicts:
         argv.append("--instant-verdicts")
+    if host_threads is not None:
+        argv += ["--host-threads", str(host_threads)]
     argv += ["--verbose"] * verbose
     env = dict(os.environ)
     env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))

@@ -88,6 +88,9 @@ class CudaPlatform:
         torch.set_num_threads(int(os.environ.get("KGB_WORKER_THREADS", "4")))
         torch.randn(1 << 20).sum()
         load_triton_driver(os.environ.get("KGB_TRITON_DRIVER_CACHE", ""))
+        from device_agent import launchers
+
+        launchers.use_shared(os.environ.get("KGB_TRITON_LAUNCHERS", ""))
 
     def device_model(self) -> str:
         import torch

@@ -26,12 +26,15 @@ ADD = operators.get("aten::add")
 
 
 def test_stage_seconds_end_each_stage_when_the_next_begins() -> None:
-    marks = {"static": 10.0, "inputs": 10.5, "queued": 11.0, "load": 14.0, "correctness": 15.0,
-             "done": 19.0, "cleanup": 19.0}
+    marks = [("static", 10.0), ("queued", 10.5), ("inputs", 11.0), ("queued", 11.5),
+             ("load", 14.0), ("correctness", 15.0), ("done", 19.0), ("cleanup", 19.0)]
     assert _stage_seconds(marks, end=21.0) == {
-        "static": 0.5, "inputs": 0.5, "queued": 3.0, "load": 1.0, "correctness": 4.0, "cleanup": 2.0}
+        "static": 0.5, "queued": 3.0, "inputs": 0.5, "load": 1.0, "correctness": 4.0,
+        "cleanup": 2.0}
     assert set(_stage_seconds(marks, 21.0)) <= set(STAGES)
-    assert _stage_seconds({"static": 1.0}, end=1.25) == {"static": 0.25}
+    assert _stage_seconds([("static", 1.0)], end=1.25) == {"static": 0.25}
+    assert _stage_seconds([("static", 1.0), ("done", 2.0)], 3.0, keep_done=True) == {
+        "static": 1.0, "done": 1.0}
 
 
 @dataclass
@@ -125,6 +128,14 @@ def test_agent_exports_evaluations_stages_queues_and_workers(tmp_path: Path,
         assert queued is not None and queued > 0.5  # the second candidate waited for the worker
         assert sample(last, "kgb_agent_timing_lock_wait_seconds_count", platform="cpu",
                       device="0") == 0
+        # The two used workers' CPU, read from /proc: starting (forked from the preloaded
+        # forkserver: tens of ms) and running their candidates through the interpreter (seconds)
+        # both cost some; the cpu platform runs no compiler.
+        cpu = {(ph, pa): sample(last, "kgb_agent_worker_cpu_seconds_total", platform="cpu",
+                                device="0", phase=ph, part=pa)
+               for ph in ("start", "job") for pa in ("own", "compilers")}
+        assert cpu[("start", "own")] > 0 and cpu[("job", "own")] > 0.1, cpu
+        assert cpu[("start", "compilers")] == cpu[("job", "compilers")] == 0, cpu
         assert sample(last, "kgb_agent_queue_depth", platform="cpu", device="0") == 0
         assert sample(last, "kgb_agent_admitted", platform="cpu") == 0
 

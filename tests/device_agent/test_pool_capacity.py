@@ -12,6 +12,10 @@ from device_agent.workers import WorkerPool
 
 
 class _FakeWorker:
+    pid = 0  # no such process: the pool reads no CPU times for it
+    cpu_at_ready = None
+    cpu = None
+
     def kill(self) -> None:
         pass
 
