@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from device_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 HARNESS_VERSION = "0.1.0"
 INSTANT_HARNESS_VERSION = HARNESS_VERSION + "+instant"
@@ -472,6 +473,18 @@ class Evaluator:
             stage = "correctness"
             report(Stage.CORRECTNESS, "", 0, len(p.calls))
             correctness_deadline = self._stage_deadline(self.budgets.correctness_s, deadline)
+
+            async def checked(fn: Callable[..., _T], *args: Any) -> _T:
+                """The agent's own comparison of a case: its time is the agent's load, not the
+                candidate's, so it extends the stage's deadline (as waiting for the device
+                does); the request's own deadline still bounds it."""
+                nonlocal correctness_deadline
+                began = time.monotonic()
+                try:
+                    return await self.host.check(fn, *args)
+                finally:
+                    correctness_deadline = min(correctness_deadline + time.monotonic() - began,
+                                               deadline - self.budgets.margin_s)
             case_seconds: list[float] = []
             dry_seconds = held_seconds = 0.0  # for the log: compiling off the gate, holding it
             own_launchers = 0  # for the log: Triton launchers the worker had to build itself
@@ -537,19 +550,19 @@ class Evaluator:
                 if kind != "case" or msg.get("index") != i:
                     return verdict(Status.RUNTIME_ERROR, f"unexpected worker message {kind!r}")
                 findings = self._runtime_findings(p, i, msg)
-                findings += await self.host.check(self._ghost_findings, p, i, msg)
+                findings += await checked(self._ghost_findings, p, i, msg)
                 if findings:
                     await _quiet_send(worker, {"type": "stop", "nonce": nonce})
                     return verdict(Status.CHEAT_DETECTED,
                                    " ; ".join(f.evidence for f in findings)[:1500],
                                    cases=tuple(results), findings=findings)
-                results.append(await self.host.check(self._check_case, p, i, msg))
+                results.append(await checked(self._check_case, p, i, msg))
                 if results[-1].passed and "repeat_outputs" in msg:
-                    differs = await self.host.check(self._determinism_finding, p, i, msg)
+                    differs = await checked(self._determinism_finding, p, i, msg)
                     if differs is not None:
                         unstable.append(differs)
                 if results[-1].passed and i in p.replays:
-                    stale = await self.host.check(self._replay_finding, p, i, msg)
+                    stale = await checked(self._replay_finding, p, i, msg)
                     if stale is not None:
                         unstable.append(stale)
                 case_seconds.append(float(msg.get("seconds", 0.0)))

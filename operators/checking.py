@@ -35,6 +35,33 @@ def poison_value(dtype: torch.dtype) -> float | int | bool:
     return int(torch.iinfo(dtype).max)
 
 
+CHUNK = 1 << 18  # elements per slice of the host's fast path (2 MiB of float64)
+
+
+def _all_within(act: torch.Tensor, exp: torch.Tensor, scale: torch.Tensor | None,
+                tol: Tolerance) -> bool:
+    """The common case, cheaply: every difference finite (so neither side is NaN or inf) and
+    within ``atol + rtol * |scale|`` (``scale`` None: the reference itself), in float64. Anything
+    else takes the full rule. On the host it runs over slices: whole-tensor temporaries of
+    hundreds of MB are fresh mappings each time, and faulting their pages in cost more than the
+    arithmetic (seen on the agent checking 25 M-element sorts)."""
+    with torch.no_grad():
+        if act.device.type != "cpu" or act.numel() <= CHUNK:
+            parts = [(act, exp, scale)]
+        else:
+            a, e = act.reshape(-1), exp.reshape(-1)
+            sc = scale.reshape(-1) if scale is not None else None
+            parts = [(a[i:i + CHUNK], e[i:i + CHUNK], None if sc is None else sc[i:i + CHUNK])
+                     for i in range(0, a.numel(), CHUNK)]
+        for a, e, sc in parts:
+            e = e.to(torch.float64)
+            diff = (a.to(torch.float64) - e).abs_()
+            bound = (e if sc is None else sc.to(torch.float64)).abs().mul_(tol.rtol).add_(tol.atol)
+            if not bool((diff <= bound).logical_and_(torch.isfinite(diff)).all()):
+                return False
+        return True
+
+
 def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | None:
     """None when ``actual`` matches ``expected`` within ``tol``; else what is wrong."""
     if not isinstance(actual, torch.Tensor) or type(actual) is not torch.Tensor:
@@ -49,6 +76,8 @@ def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | No
     if total == 0:
         return None
     act = actual.detach().to(exp.device)  # on the device when the reference is (recheck)
+    if exp.dtype.is_floating_point and _all_within(act, exp, expected.scale, tol):
+        return None
     if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
         bad_mask = act.to(exp.dtype) != exp
         return _summarize(bad_mask, act, exp, total, "exact match required for integer/bool")
@@ -62,11 +91,13 @@ def compare(actual: object, expected: Expected, tol: Tolerance) -> Mismatch | No
         e = exp.to(torch.float64)
         scale = expected.scale.to(torch.float64).abs() if expected.scale is not None else e.abs()
     bound = tol.atol + tol.rtol * scale
+    with torch.no_grad():
+        diff = (a - e).abs_()
     e_nan, a_nan = torch.isnan(e), torch.isnan(a)
     e_inf, a_inf = torch.isinf(e), torch.isinf(a)
     finite = ~(e_nan | e_inf)
     with torch.no_grad():
-        err = torch.where(finite & ~a_nan & ~a_inf, (a - e).abs(), torch.zeros_like(e))
+        err = torch.where(finite & ~a_nan & ~a_inf, diff, torch.zeros_like(e))
         bad = (e_nan != a_nan) | (e_inf & (a != e)) | (finite & (a_inf | a_nan)) | (err > bound)
     if exp.dtype.is_complex:
         bad = bad.any(dim=-1)

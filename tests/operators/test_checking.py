@@ -168,3 +168,47 @@ def test_same_bits_takes_one_element_tensors_with_any_stride() -> None:
     assert same_bits(nan, nan.clone()) and not same_bits(nan, other_nan)
     t = torch.randn(6, 4).t()[:, ::2]
     assert same_bits(t, t.clone()) and not same_bits(t, t * 2)
+
+
+def _rule_bad(a: torch.Tensor, e: torch.Tensor, scale: torch.Tensor, tol: Tolerance) -> int:
+    """The comparison rule written out element by element (the test's own oracle)."""
+    bad = 0
+    for x, y, s in zip(a.double().tolist(), e.tolist(), scale.tolist(), strict=True):
+        if math.isnan(y) or math.isnan(x):
+            bad += math.isnan(y) != math.isnan(x)
+        elif math.isinf(y) or math.isinf(x):
+            bad += x != y
+        else:
+            bad += abs(x - y) > tol.atol + tol.rtol * abs(s)
+    return bad
+
+
+def test_large_outputs_are_judged_by_the_same_rule_across_slices() -> None:
+    """Outputs above one slice of the host's fast path (checking.CHUNK) give the verdict the rule
+    gives, with the one wrong, NaN or inf element anywhere — a slice's first or last included."""
+    from operators import checking
+
+    n = 2 * checking.CHUNK + 7
+    gen = torch.Generator().manual_seed(0)
+    e = torch.randn(n, generator=gen, dtype=torch.float64) * 100
+    scale = e.abs() + torch.rand(n, generator=gen, dtype=torch.float64)
+    tol = Tolerance(rtol=1e-3, atol=1e-6)
+    base = e.to(torch.float32)
+    spots = (0, checking.CHUNK - 1, checking.CHUNK, n - 1)
+    for where in spots:
+        for wrong in (math.nan, math.inf, float(e[where]) * 1.1 + 1.0, float(e[where]) * (1 + 1e-4)):
+            a = base.clone()
+            a[where] = wrong
+            got = compare(a, Expected(e, torch.float32, scale), tol)
+            want = _rule_bad(a[where:where + 1], e[where:where + 1], scale[where:where + 1], tol)
+            assert (got is not None) == bool(want), (where, wrong)
+            if got is not None:
+                assert got.bad == want and got.total == n
+    assert compare(base, Expected(e, torch.float32, scale), tol) is None
+    # NaN and inf where the reference has them pass in any slice; a transposed output too.
+    e2 = e.clone()
+    e2[checking.CHUNK] = math.nan
+    e2[n - 1] = -math.inf
+    assert compare(e2.to(torch.float32), Expected(e2, torch.float32), tol) is None
+    m = e[: 512 * 1024].reshape(512, 1024)
+    assert compare(m.t().contiguous().t().float(), Expected(m, torch.float32), tol) is None
