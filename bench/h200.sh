@@ -54,7 +54,7 @@ for step in "$@"; do
       timeout "${STEP_S:-300}" python3 bench/engine.py repeatability --sequential --out "$OUT" \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
     suite)
-      python3 -m coordinator agent serve --platform cuda --port 50151 --workers "${SUITE_WORKERS:-12}" \
+      python3 -m coordinator agent serve --platform cuda --port 50151 --workers "${SUITE_WORKERS:-12}" ${SUITE_AGENT_ARGS:-} \
         > "$OUT/suite-agent.log" 2>&1 &
       AGENT=$!
       timeout "${SUITE_S:-400}" python3 bench/reference_suite.py --agent 127.0.0.1:50151 \
