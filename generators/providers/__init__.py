@@ -6,10 +6,8 @@ in :mod:`generators.providers.base`).
 """
 
 from generators.providers.base import (
-    INSTALL_HINT,
     AttemptRecord,
     EndpointConfig,
-    PrerequisiteError,
     Provider,
     ProviderConfigError,
     attempt_records,
@@ -18,7 +16,7 @@ from generators.providers.pricing import Cost, ModelPrice, PriceError, PriceTabl
 from generators.providers.registry import create, provider_class, provider_kinds, register_provider
 
 __all__ = [
-    "INSTALL_HINT", "AttemptRecord", "Cost", "EndpointConfig", "ModelPrice", "PrerequisiteError",
-    "PriceError", "PriceTable", "Provider", "ProviderConfigError", "attempt_records", "create",
-    "provider_class", "provider_kinds", "register_provider",
+    "AttemptRecord", "Cost", "EndpointConfig", "ModelPrice", "PriceError", "PriceTable", "Provider",
+    "ProviderConfigError", "attempt_records", "create", "provider_class", "provider_kinds",
+    "register_provider",
 ]

@@ -4,16 +4,20 @@ A :class:`Provider` speaks one wire format (OpenAI-compatible Chat Completions o
 Messages) to one configured endpoint. ``complete`` never raises for what the endpoint does: every
 outcome — a reply, a truncated reply, a malformed body, 429, 5xx, a timeout — comes back as one
 :class:`~generators.llm.LLMCall`. It raises only for configuration the user must fix (a missing
-key variable, the ``llm`` extra not installed).
+key variable).
 
 Why plain HTTP and not the vendor SDKs: we need every attempt's status, headers, raw body and
 usage — a retried 5xx that carried usage is billed, a 2xx body that does not parse may still
 carry usage, and Retry-After must be honoured by our own retry loop (the SDKs retry internally,
 hiding billed attempts, and raise on bodies they cannot parse, losing the usage in them). Both
-wire formats are small and stable, so one ``httpx`` client serves OpenAI, vLLM, SGLang, DeepSeek
-and Anthropic alike. ``httpx`` is the optional extra ``llm``, imported only when a provider is
-created, with an error naming ``pip install 'kernelgenbench[llm]'`` when it is missing; the
-device agent never imports this package.
+wire formats are small and stable, so one HTTP client serves OpenAI, vLLM, SGLang, DeepSeek and
+Anthropic alike: our own (:mod:`generators.providers.http`, asyncio and the standard library
+only), because httpx's request path cost about 2.5 ms of CPU per request and the sweep's
+generators send thousands at once (issue #6). Each provider has one client per event loop, with
+one keep-alive pool of up to ``max_concurrency`` connections per origin; proxies come from the
+environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) and certificates from
+the system store or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``. The device agent never imports this
+package.
 
 Keys: an endpoint names the environment variable that holds its key (``api_key_env``); the key
 is read from the environment at each attempt, put in the request header and nowhere else — not
@@ -27,7 +31,10 @@ exponential backoff with full jitter: ``uniform(0, min(cap, base * 2**n))``. Oth
 2xx (complete, truncated or malformed) are final. A connection that fails (refused, reset)
 ends as ``SERVER_ERROR`` and a 408 as ``TIMEOUT``, each with the error text. No attempt starts
 after ``deadline_s``, and each attempt's timeout is the smaller of ``timeout_s`` and what is left
-of the deadline.
+of the deadline; it bounds the whole attempt (waiting for a connection, connecting, TLS, sending
+and reading the reply), so a server that trickles its reply times out like one that never
+answers. (A request that found its kept-alive connection closed by the server before any reply
+byte is resent once on a new connection by the HTTP client itself: that is not an attempt.)
 
 Idempotency: a caller may give ``complete`` an ``idempotency_key``, sent in every attempt under
 the endpoint's ``idempotency_header`` (default ``Idempotency-Key``; ``""`` sends none). The sweep
@@ -69,25 +76,18 @@ import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from generators.llm import CallStatus, LLMCall, Prompt, Usage
+from generators.providers.http import HTTPClient, HTTPError, HTTPTimeout
 from generators.providers.limits import TokenBucket
 from generators.providers.pricing import PriceTable
-
-if TYPE_CHECKING:
-    import httpx
 
 log = logging.getLogger(__name__)
 
 ProviderKind = Literal["openai", "anthropic"]
-INSTALL_HINT = "pip install 'kernelgenbench[llm]'"
 _REDACTED = "[REDACTED]"
 _ERROR_BODY_CHARS = 500
-
-
-class PrerequisiteError(RuntimeError):
-    """A package the LLM providers need is not installed; the message names the install command."""
 
 
 class ProviderConfigError(ValueError):
@@ -97,17 +97,6 @@ class ProviderConfigError(ValueError):
     def __init__(self, message: str, field: str = "") -> None:
         super().__init__(message)
         self.field = field
-
-
-def require_httpx() -> Any:
-    """Import ``httpx`` on first use, or say how to install it."""
-    try:
-        import httpx
-    except ImportError:
-        raise PrerequisiteError(
-            f"the LLM providers need the 'httpx' package, which is not installed; run: {INSTALL_HINT}"
-        ) from None
-    return httpx
 
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
@@ -292,21 +281,14 @@ def estimate_prompt_tokens(prompt: Prompt) -> int:
     return sum(math.ceil(len(m.content) / 4) + 4 for m in prompt.messages)
 
 
-POOL_CONNECTIONS = 32  # connections per HTTP client: httpx's pool costs O(connections) per event
-
-
 class _LoopState:
-    """Things bound to one event loop: the HTTP clients, the semaphore, the rate buckets.
+    """Things bound to one event loop: the HTTP client, the semaphore, the rate buckets."""
 
-    Many concurrent requests are spread over several clients of at most ``POOL_CONNECTIONS``
-    connections each: one httpx pool with a thousand connections spends most of a core scanning
-    itself; small pools keep the cost per request flat."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, clients: list[httpx.AsyncClient],
-                 config: EndpointConfig) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, config: EndpointConfig) -> None:
         self.loop = loop
-        self.clients = clients
-        self.busy = [0] * len(clients)
+        # One pool per origin of up to max_concurrency connections: the semaphore below lets
+        # no more requests through, so a request never waits for a connection.
+        self.client = HTTPClient(max_connections=config.max_concurrency, trust_env=True)
         self.semaphore = asyncio.Semaphore(config.max_concurrency)
         self.rpm: TokenBucket | None = None
         self.tpm: TokenBucket | None = None
@@ -327,7 +309,6 @@ class Provider(abc.ABC):
         if config.kind != self.kind:
             raise ProviderConfigError(f"endpoint {config.name!r} has kind {config.kind!r}, "
                                       f"not {self.kind!r}")
-        require_httpx()  # fail at set-up when the extra is missing; not kept, so a provider pickles
         self.config = config
         self.prices = prices if prices is not None else PriceTable()
         self._api_key()  # fail at set-up, not at the first call, when the variable is unset
@@ -379,20 +360,14 @@ class Provider(abc.ABC):
                 raise RuntimeError(f"provider {self.config.name!r} is in use by another event loop")
             state = None  # the old loop is gone (e.g. a second asyncio.run): start afresh
         if state is None:
-            httpx = require_httpx()
-            n = math.ceil(self.config.max_concurrency / POOL_CONNECTIONS)
-            per = math.ceil(self.config.max_concurrency / n)
-            limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
-            clients = [httpx.AsyncClient(limits=limits, trust_env=True) for _ in range(n)]
-            state = self._state = _LoopState(loop, clients, self.config)
+            state = self._state = _LoopState(loop, self.config)
         return state
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the current loop's client."""
         state, self._state = self._state, None
         if state is not None and not state.loop.is_closed():
-            for client in state.clients:
-                await client.aclose()
+            await state.client.aclose()
 
     async def __aenter__(self) -> Provider:
         return self
@@ -443,13 +418,7 @@ class Provider(abc.ABC):
             try:
                 timeout = max(min(self.config.timeout_s, deadline - time.monotonic()), 0.001)
                 sent = time.monotonic()
-                i = min(range(len(state.clients)), key=state.busy.__getitem__)  # least busy pool
-                state.busy[i] += 1
-                try:
-                    record, reply = await self._send(state.clients[i], n, url, request, model,
-                                                     timeout)
-                finally:
-                    state.busy[i] -= 1
+                record, reply = await self._send(state.client, n, url, request, model, timeout)
                 record = _with_latency(record, time.monotonic() - sent)
             finally:
                 state.semaphore.release()
@@ -483,20 +452,18 @@ class Provider(abc.ABC):
             state.semaphore.release()
             raise
 
-    async def _send(self, client: httpx.AsyncClient, n: int, url: str, request: WireRequest,
+    async def _send(self, client: HTTPClient, n: int, url: str, request: WireRequest,
                     model: str, timeout: float) -> tuple[AttemptRecord, WireReply]:
-        httpx = require_httpx()
         headers = {"content-type": "application/json", **request.headers,
                    **self.auth_headers(self._api_key())}
         try:
-            response = await asyncio.wait_for(
-                client.post(url, json=request.body, headers=headers, timeout=timeout),
-                timeout + 1.0)  # httpx times each read; this bounds a server that trickles
-        except (httpx.TimeoutException, asyncio.TimeoutError):
+            # The client's timeout bounds the whole exchange, a trickling reply included.
+            response = await client.post(url, json=request.body, headers=headers, timeout=timeout)
+        except HTTPTimeout:
             error = f"no reply within {timeout:.3g}s"
             return (AttemptRecord(n, CallStatus.TIMEOUT, error=error),
                     WireReply(CallStatus.TIMEOUT, error=error))
-        except httpx.HTTPError as exc:
+        except HTTPError as exc:
             error = self._redact(f"{type(exc).__name__}: {exc}")
             return (AttemptRecord(n, CallStatus.SERVER_ERROR, error=error),
                     WireReply(CallStatus.SERVER_ERROR, error=error))

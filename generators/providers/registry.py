@@ -1,7 +1,7 @@
 """Provider kinds by name: decorator-only registration, loud errors, lazy loading.
 
-The provider modules are imported on first lookup; they import ``httpx`` only when a provider
-is created, so listing kinds works without the ``llm`` extra.
+The provider modules are imported on first lookup (``http``, the HTTP client, is not a provider
+module; nor are ``base``, ``limits``, ``pricing`` and this one).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 P = TypeVar("P", bound="type[Provider]")
 _kinds: dict[str, type[Provider]] = {}
 _loaded = False
-_NOT_PROVIDERS = {"base", "limits", "pricing", "registry"}
+_NOT_PROVIDERS = {"base", "http", "limits", "pricing", "registry"}
 
 
 def register_provider(kind: str) -> Callable[[P], P]:

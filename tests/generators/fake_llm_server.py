@@ -26,7 +26,9 @@ response it sent to the billing log — ``{"endpoint", "seq", "kind", "http_stat
 "usage"}``, where ``usage`` is exactly the wire-format usage object the body carried (null when
 none; for ``not_json``/``truncated_json`` it is the object embedded in the broken text) — and
 one line per request to the request log, with the headers it saw, its body, its start and end
-times and how many requests of that endpoint were in flight when it arrived.
+times and how many requests of that endpoint were in flight when it arrived. The request line is
+written just before the reply (its end time is then), so a client holding a reply can read the
+request it answered; a request that got no reply is logged when the server gives up on it.
 """
 
 from __future__ import annotations
@@ -149,23 +151,19 @@ class _Handler(BaseHTTPRequestHandler):
             parsed = None
         seq, reply, in_flight = state.take(endpoint, parsed)
         self._counted: str | None = endpoint
-        t_start = time.time()
-        try:
-            sent, status, usage = self._reply(wire, reply, seq)
-        finally:
-            self._uncount()
-        try:
-            body_json: Any = json.loads(raw)
-        except ValueError:
-            body_json = None
-        state.log(state.requests, {
+        self._request_record: dict[str, Any] | None = {
             "endpoint": endpoint, "seq": seq, "wire": wire, "path": self.path,
             "authorization": self.headers.get("authorization"),
             "x_api_key": self.headers.get("x-api-key"),
             "anthropic_version": self.headers.get("anthropic-version"),
             "idempotency_key": self.headers.get("idempotency-key"),
-            "body": body_json, "t_start": t_start, "t_end": time.time(), "in_flight": in_flight,
-        })
+            "body": parsed, "t_start": time.time(), "in_flight": in_flight,
+        }
+        try:
+            sent, status, usage = self._reply(wire, reply, seq)
+        finally:
+            self._uncount()
+            self._log_request()  # a request that got no reply
         state.log(state.billing, {"endpoint": endpoint, "seq": seq, "kind": reply["kind"],
                                   "http_status": status, "sent": sent,
                                   "usage": usage if sent else None})
@@ -217,8 +215,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.state.done(endpoint)
             self._counted = None
 
+    def _log_request(self) -> None:
+        record = getattr(self, "_request_record", None)
+        if record is not None:
+            self._request_record = None
+            self.server.state.log(self.server.state.requests, {**record, "t_end": time.time()})
+
     def _send(self, status: int, data: bytes, headers: dict[str, str]) -> bool:
         self._uncount()  # before the client can see the reply and send its next request
+        self._log_request()  # likewise: a client holding the reply finds its request logged
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
