@@ -17,7 +17,7 @@ for step in "$@"; do
         --format=csv | tee "$OUT/nvidia-smi.csv"
       python3 -c "import sys,torch,triton,grpc,google.protobuf as p;print(sys.version.split()[0],torch.__version__,triton.__version__,grpc.__version__,p.__version__)" | tee "$OUT/versions.txt"
       # Host limits that bound how many workers can start (pids, memory) — for diagnosis.
-      { echo "nproc $(nproc)"; free -g | head -2
+      { echo "nproc $(nproc)"; lscpu | grep -E "^(Model name|CPU MHz|CPU max MHz|Thread|Core|Socket)" ; free -g | head -2
         for f in pids.max pids.current memory.max memory.current cpu.max; do
           echo "cgroup $f: $(cat /sys/fs/cgroup/$f 2>/dev/null || echo n/a)"; done
         ulimit -a; } > "$OUT/limits.txt" 2>&1; cat "$OUT/limits.txt" | head -12 ;;
