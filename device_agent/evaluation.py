@@ -512,7 +512,8 @@ class Evaluator:
                     if msg.get("stopped") and not dry_stopped:
                         dry_stopped = f"; case {p.names[i]}'s dry run stopped: {msg['stopped']}"
                     asked = waits[1] = time.monotonic()
-                    async with gate.shared(self._gate_timeout(deadline)):  # not while timing
+                    async with gate.shared(self._gate_timeout(deadline)), \
+                            _ends_inside(worker):  # not while timing
                         # Waiting for the device is the agent's load, not the candidate's time.
                         waits[1] = 0.0
                         waits[0] += time.monotonic() - asked
@@ -614,7 +615,7 @@ class Evaluator:
             return verdict(Status.PASSED, f"all {len(results)} cases passed", cases=tuple(results),
                            timings=timings)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
-            worker.kill()
+            worker.freeze()  # killed under the device's gate, when the pool takes it back
             if waits[1] or (self._material_wait(waits[0], t0, deadline)
                             and time.monotonic() >= deadline - self.budgets.margin_s - 0.5):
                 # The request's own deadline ran out while the candidate waited for the device:
@@ -630,11 +631,11 @@ class Evaluator:
         except (EOFError, asyncio.IncompleteReadError, ConnectionError):
             return await died(stage)
         except CodecError as exc:
-            worker.kill()
+            worker.freeze()  # killed under the device's gate, when the pool takes it back
             return verdict(Status.RUNTIME_ERROR, f"malformed message from worker: {exc}",
                            cases=tuple(results), log=_tail(worker.log_tail()))
         except _Forged as exc:
-            worker.kill()
+            worker.freeze()  # killed under the device's gate, when the pool takes it back
             return verdict(Status.CHEAT_DETECTED, "result channel carried a forged message",
                            cases=tuple(results),
                            findings=(Finding("process", "result-channel-nonce", str(exc)),))
@@ -813,7 +814,7 @@ class Evaluator:
             waiting is the agent's load: it extends the stage's deadline."""
             nonlocal timing_deadline
             asked = waits[1] = time.monotonic()
-            async with mode(self._gate_timeout(deadline)):
+            async with mode(self._gate_timeout(deadline)), _ends_inside(worker):
                 got = time.monotonic()
                 waits[1] = 0.0
                 waits[0] += got - asked
@@ -940,6 +941,19 @@ class Evaluator:
 
 class _Forged(Exception):
     pass
+
+
+@contextlib.asynccontextmanager
+async def _ends_inside(worker: Worker) -> AsyncIterator[None]:
+    """Inside a hold on the device: a worker that fails there (a deadline, a forged or malformed
+    message, a crash) is killed there, and the hold is given back only after it exited. Its call
+    may still be running on the device (a kernel that never returns) and its context's teardown
+    uses the device: neither may overlap a case that a neighbour times next."""
+    try:
+        yield
+    except BaseException:
+        await worker.end()
+        raise
 
 
 class _TimingFailed(Exception):

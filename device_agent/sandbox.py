@@ -142,16 +142,21 @@ def _owned_pids(uid: int) -> list[int]:
     return pids
 
 
-def kill_uid(uid: int | None) -> int:
-    """SIGKILL every process owned by ``uid``; returns how many were signalled."""
+def signal_uid(uid: int | None, sig: int) -> int:
+    """Send ``sig`` to every process owned by ``uid``; returns how many were signalled."""
     if uid is None:
         return 0
-    killed = 0
+    sent = 0
     for pid in _owned_pids(uid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    return killed
+            os.kill(pid, sig)
+            sent += 1
+    return sent
+
+
+def kill_uid(uid: int | None) -> int:
+    """SIGKILL every process owned by ``uid``; returns how many were signalled."""
+    return signal_uid(uid, signal.SIGKILL)
 
 
 # ---- worker side ------------------------------------------------------------------------------

@@ -122,6 +122,13 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
     def active(self) -> int:
         return len(self._tasks)
 
+    @property
+    def queue_depth(self) -> int:
+        """Accepted evaluations not yet on a worker: waiting to be admitted, being checked,
+        their inputs being made, or waiting for a worker of a device. A pool's own ``waiting``
+        counts only the last kind, so a loaded agent would look idle to its clients."""
+        return max(0, self.active - sum(p.busy for p in self.pools))
+
     def _admit(self, req: EvalRequest, context: grpc.aio.ServicerContext,
                progress: Callable[[Progress], None] | None) -> asyncio.Task[Verdict] | Verdict:
         if not req.request_id:
@@ -192,7 +199,7 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
             system=self.evaluator.system,
             devices=devices, suite=tuple((s.id, s.version) for s in operators.all_specs()),
             capacity=sum(p.size for p in self.pools),
-            queue_depth=sum(p.waiting for p in self.pools), max_queue=self.settings.max_queue,
+            queue_depth=self.queue_depth, max_queue=self.settings.max_queue,
             timings_meaningful=self.evaluator.platform.timings_meaningful)
 
     async def Evaluate(self, request: agent_pb2.EvaluateRequest,

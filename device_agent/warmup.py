@@ -42,6 +42,16 @@ def warm_imports() -> None:
     torch.use_deterministic_algorithms(False)
 
 
+def compile_warm_kernel(device: str) -> None:
+    """After privileges drop, off the device's gate: compile (and load) the warm-up kernel with
+    nothing run on the device, so the gated :func:`warm_kernel` only launches it."""
+    from device_agent import dry_run
+
+    with dry_run.dry(device):
+        x = torch.empty(64, dtype=torch.float32, device=device)
+        _warm_kernel[(2,)](x, torch.empty_like(x), 64, BLOCK=32)
+
+
 def warm_kernel(device: str) -> None:
     """After privileges drop: compile and run one kernel exactly as a candidate would (same
     uid, same private Triton cache), so a sandbox that cannot compile fails at start, loudly."""

@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import asdict
 from types import ModuleType
 from typing import Any
@@ -378,7 +379,7 @@ def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], l
     os._exit(code)
 
 
-def _measure_peaks_if_asked(platform: Any, system: dict[str, Any]) -> dict[str, Any]:
+def _measure_peaks_if_asked(ch: Channel, platform: Any, system: dict[str, Any]) -> dict[str, Any]:
     """The agent asks one worker to measure when its peak cache has no entry for this device."""
     cache_dir = os.environ.get("KGB_PEAKS_CACHE_DIR")
     if not cache_dir or not platform.timings_meaningful:
@@ -389,9 +390,25 @@ def _measure_peaks_if_asked(platform: Any, system: dict[str, Any]) -> dict[str, 
     if peaks.load(system["device_model"], system["driver"]) is not None:
         return {}
     try:
-        return {"peaks": peaks.measure(platform.torch_device)}
+        with _device_section(ch):
+            return {"peaks": peaks.measure(platform.torch_device)}
     except Exception as exc:  # noqa: BLE001 - the datasheet stays in use
         return {"peaks_error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+@contextlib.contextmanager
+def _device_section(ch: Channel) -> Iterator[None]:
+    """Start-up work that uses the device waits for the agent's word, which it gives only while
+    no case is being timed there; the host work of a start (imports, compiles, the sandbox) goes
+    on meanwhile, so a timer never waits for a whole start."""
+    ch.send({"type": "device_wanted"})
+    msg = ch.recv()
+    if msg.get("type") != "device_granted":
+        raise RuntimeError(f"the agent did not grant the device (sent {msg.get('type')!r})")
+    try:
+        yield
+    finally:
+        ch.send({"type": "device_released"})
 
 
 def serve(ch: Channel, platform_name: str) -> int:
@@ -401,9 +418,10 @@ def serve(ch: Channel, platform_name: str) -> int:
         from device_agent.platforms import resolve
 
         platform = resolve(platform_name)
-        platform.init_worker()
+        with _device_section(ch):  # the context and a first kernel
+            platform.init_worker()
         import operators
-        from device_agent.warmup import warm_imports, warm_kernel
+        from device_agent.warmup import compile_warm_kernel, warm_imports, warm_kernel
 
         operators.all_specs()
         warm_imports()
@@ -411,12 +429,15 @@ def serve(ch: Channel, platform_name: str) -> int:
 
         triton_hooks.install()  # before any candidate exists
         system = asdict(platform.system_info())  # NVML etc. before privileges are dropped
-        peaks = _measure_peaks_if_asked(platform, system)
+        peaks = _measure_peaks_if_asked(ch, platform, system)
         from device_agent import sandbox
 
         limits = sandbox.apply()
         try:
-            warm_kernel(platform.torch_device)
+            if platform.compiles_kernels:
+                compile_warm_kernel(platform.torch_device)  # host work: off the device's gate
+            with _device_section(ch):
+                warm_kernel(platform.torch_device)
         except Exception as exc:
             hint = (" (agent option --no-private-uid runs workers as the agent's user)"
                     if os.environ.get("KGB_SANDBOX_UID") else "")

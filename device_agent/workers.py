@@ -193,6 +193,23 @@ class Worker:
             self.proc.kill()
         sandbox.kill_uid(self.uid)
 
+    def freeze(self) -> None:
+        """Stop every process of the worker now (SIGSTOP: no more host work, no new launches)
+        but leave its device context alone: tearing a context down uses the device, so the
+        SIGKILL comes from :meth:`dispose`, run while the device's gate is held."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, signal.SIGSTOP)
+        sandbox.signal_uid(self.uid, signal.SIGSTOP)
+
+    async def end(self, timeout: float = 10.0) -> None:
+        """Kill now and wait for the exit, in which its device context is torn down: for a
+        caller that holds the device's gate and must not give it back before then."""
+        self.kill()
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct on 3.10
+            await asyncio.wait_for(self.proc.wait(), timeout=timeout)
+
     async def dispose(self) -> int | None:
         """Kill, reap and remove the worker's private directory. Returns its exit code."""
         self.kill()
@@ -210,12 +227,30 @@ class Worker:
         return code
 
 
+async def _until_ready(worker: Worker, gate: DeviceGate | None) -> dict[str, Any]:
+    """A starting worker's messages up to its ready (or failure) message. The worker asks
+    before each part of its start that uses the device; it gets ``gate`` shared for that part
+    alone, so a timer waits for that part, not for the whole start (host work: imports, the
+    sandbox, compiling the warm-up kernel)."""
+    while True:
+        msg = await worker.recv()
+        if msg.get("type") != "device_wanted":
+            return msg
+        async with gate.shared() if gate is not None else contextlib.nullcontext():
+            await worker.send({"type": "device_granted"})
+            msg = await worker.recv()
+        if msg.get("type") != "device_released":
+            return msg  # a failed start reports itself after the release; a dead one raises
+
+
 async def start_worker(platform: Platform, device_index: int, root: Path,
                        limits: sandbox.SandboxSettings | None = None,
                        peaks_cache_dir: Path | None = None,
-                       host_threads: int | None = None) -> Worker:
+                       host_threads: int | None = None,
+                       gate: DeviceGate | None = None) -> Worker:
     """Start one worker and wait for its ready message. ``host_threads``: torch CPU threads
-    of the worker (default: a quarter of the cores, 1-4)."""
+    of the worker (default: a quarter of the cores, 1-4). ``gate``: the device's, held shared
+    while the starting worker uses the device (None: nothing is timed meanwhile)."""
     limits = limits or sandbox.SandboxSettings()
     uid = sandbox.next_uid(limits)
     workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
@@ -253,7 +288,7 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
     reader, writer = await asyncio.open_connection(sock=parent_sock, limit=1 << 20)
     worker = Worker(proc, reader, writer, workdir, log_path, uid)
     try:
-        msg = await asyncio.wait_for(worker.recv(), timeout=READY_TIMEOUT_S)
+        msg = await asyncio.wait_for(_until_ready(worker, gate), timeout=READY_TIMEOUT_S)
     except (TimeoutError, asyncio.TimeoutError, EOFError, asyncio.IncompleteReadError,
             ConnectionError) as exc:
         tail = worker.log_tail()
@@ -297,8 +332,9 @@ class WorkerPool:
         # start as soon as a worker is taken, but a warm worker waits for a free slot.
         self._slots = asyncio.Semaphore(size)
         self.system_info: dict[str, Any] = {}  # from the first worker that became ready
-        # The device's gate: workers starting (context creation, warm-up kernel) and exiting
-        # (context teardown) use the device too, so they wait while a case is timed.
+        # The device's gate: the device parts of a start (the context, the peak measurement,
+        # the warm-up launch) and a used worker's kill (its context's teardown) use the device
+        # too, so they wait while a case is timed; a start's host work does not hold it.
         self.gate = DeviceGate()
         self.metrics: AgentMetrics | None = None  # set by the server when it exports metrics
 
@@ -337,10 +373,10 @@ class WorkerPool:
         delay = 0.5
         while not self._closed:
             try:
-                async with self.gate.shared():
-                    began = time.monotonic()
-                    w = await start_worker(self.platform, self.device_index, self.root,
-                                           self.limits, host_threads=self.host_threads)
+                began = time.monotonic()
+                w = await start_worker(self.platform, self.device_index, self.root,
+                                       self.limits, host_threads=self.host_threads,
+                                       gate=self.gate)
             except WorkerStartError as exc:
                 if self.metrics is not None:
                     self.metrics.worker_start_failed(self.device_index)
@@ -383,9 +419,10 @@ class WorkerPool:
         return w
 
     async def release(self, w: Worker) -> None:
-        """Dispose of a used worker (workers are never reused). Its processes are killed at
-        once; the reaping (a CUDA context's teardown uses the device) goes on in the background,
-        so the candidate's verdict does not wait for it."""
+        """Dispose of a used worker (workers are never reused). Its processes are stopped at
+        once; the kill and the reaping go on in the background, under the device's gate (a CUDA
+        context's teardown uses the device: it must not overlap a timed case), so the
+        candidate's verdict waits for neither."""
         self.busy -= 1
         self._slots.release()
         done = cpu_seconds(w.pid)
@@ -394,7 +431,7 @@ class WorkerPool:
             w.cpu = WorkerCpu(so, sc, max(0.0, do - so), max(0.0, dc - sc))
             if self.metrics is not None:
                 self.metrics.worker_cpu(self.device_index, w.cpu)
-        w.kill()
+        w.freeze()
         task = asyncio.get_running_loop().create_task(self._reap(w))
         self._reaping.add(task)
         task.add_done_callback(self._reaping.discard)

@@ -8,10 +8,12 @@ The scrape configuration is ``deploy/prometheus.yml`` itself, with its targets p
 test's processes and a 1 s scrape interval. The coordinator is a real ``kgb sweep run`` (its own
 process, Ray and all) with LLM trajectory methods against the scripted LLM server (replies
 by problem, temperature and turn, so the outcome is deterministic), evaluations on the real agent
-and a dead agent in its fleet; ``--metrics-linger`` keeps its /metrics up after the sweep so the
-final counts are scraped. Then every expression of ``deploy/grafana/kgb.json`` (Grafana's
-variables substituted) must return at least one finite value, and every variable query at least
-one label value.
+and a dead agent in its fleet. Another client holds the agent's one worker with a hanging
+candidate, an honest one of its own waiting, until the fleet's queue depth has been scraped (then
+the hang is cancelled), so that gauge moves whatever the sweep's own timing. ``--metrics-linger``
+keeps its /metrics up after the sweep so the final counts are scraped. Then every expression
+of ``deploy/grafana/kgb.json`` (Grafana's variables substituted) must return at least one finite
+value, and every variable query at least one label value.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -41,6 +44,8 @@ import operators
 from coordinator.metrics import SweepMetrics
 from coordinator.store import DB_NAME, Store
 from operators.aten.add import NEGATIVE_NO_ALPHA
+from protos.client import AgentClient
+from protos.records import EvalRequest, Status
 from tests.coordinator.sweeping import kgb, wait_for
 from tests.deploy.helpers import PROM_CONFIG, catalogue, expressions, metrics_agent, variable_queries
 from tests.generators.fake_llm_server import FakeServer, fake_server
@@ -220,6 +225,55 @@ SCRIPT = {"endpoints": {
 }}
 
 
+HANG_ADD = (Path(__file__).parents[1] / "fixtures" / "candidates" / "add_hang_python.py").read_text()
+
+
+class OtherClient:
+    """Work on the agent from outside the sweep: a hanging candidate holds the agent's one worker
+    and, just after it, an honest candidate waits for that worker, until :meth:`release` cancels
+    the hang (cancelling frees the worker). The agent's queue is non-empty meanwhile, so the
+    fleet's checks see it however the sweep's own calls interleave."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.outcome: tuple[BaseException | None, Status | None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hang: asyncio.Future[Any] | None = None
+        self._holding = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="other-client", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        assert self._holding.wait(30), "the other client never submitted its candidates"
+
+    async def _both(self) -> tuple[BaseException | None, Status | None]:
+        async with AgentClient(self.address) as c:
+            self._loop = asyncio.get_running_loop()
+            self._hang = asyncio.ensure_future(c.evaluate(
+                EvalRequest("other-hang", ADD.id, HANG_ADD.encode()), timeout=280))
+            await asyncio.sleep(0.5)  # the hang takes the worker; the honest one queues
+            honest = asyncio.ensure_future(c.evaluate(
+                EvalRequest("other-honest", ADD.id, ADD.solution.encode()), timeout=280))
+            self._holding.set()
+            hung = (await asyncio.gather(self._hang, return_exceptions=True))[0]
+            return (hung if isinstance(hung, BaseException) else None), (await honest).status
+
+    def _run(self) -> None:
+        try:
+            self.outcome = asyncio.run(self._both())
+        finally:
+            self._holding.set()
+
+    def release(self) -> None:
+        assert self._loop is not None and self._hang is not None
+        self._loop.call_soon_threadsafe(self._hang.cancel)
+
+    def join(self) -> tuple[BaseException | None, Status | None]:
+        self._thread.join(timeout=240)
+        assert self.outcome is not None, "the other client's evaluations never returned"
+        return self.outcome
+
+
 def _spec(path: Path, llm: FakeServer, agent: str) -> Path:
     path.write_text(f"""operators = ["{ADD.id}", "{SAXPY.id}"]
 platforms = ["cpu"]
@@ -362,10 +416,15 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
                                   urllib.parse.urlsplit(agent.metrics_url).netloc) as prom:
             asyncio.run(agent.agent.wait_serving(timeout=180))
             _wait_for(prom, 'kgb_agent_serving{job="kgb-agent"} == 1', "agent scraped while serving")
+            other = OtherClient(agent.address)
+            other.start()
             spec = _spec(tmp_path / "sweep.toml", llm, agent.address)
             sweep = kgb("sweep", "run", str(spec), "--metrics-port", coordinator.split(":")[1],
                         "--no-progress", "--metrics-linger", "300")
             _wait_for(prom, 'up{job="kgb-coordinator"} == 1', "coordinator scraped")
+            _wait_for(prom, "max(max_over_time(kgb_fleet_queue_depth[5m])) > 0",
+                      "the fleet saw the agent's queue", timeout=90)
+            other.release()
             db = tmp_path / "runs" / "prom" / DB_NAME
             wait_for(lambda: _state(db) not in (None, "running"), 300, "the sweep to end")
             # the INFRA_ERROR trajectory (an interpreter limit) leaves the run resumable
@@ -381,6 +440,8 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
                             "INFRA_ERROR", "LLM_ERROR", "SOLVED", "SOLVED"], \
                 [(str(r.key), r.end_reason, r.detail) for r in results]
             assert {"COMPILE_ERROR", "WRONG_ANSWER", "PASSED"} <= verdicts, verdicts
+            hung, honest = other.join()
+            assert isinstance(hung, asyncio.CancelledError) and honest is Status.PASSED, (hung, honest)
 
             # Every coordinator metric was non-zero at some scrape.
             for name, (kind, _) in catalogue(SweepMetrics()).items():

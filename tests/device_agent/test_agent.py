@@ -55,6 +55,41 @@ def test_health_and_describe(cpu_agent: str) -> None:
 
     asyncio.run(go())
 
+def test_queue_depth_counts_every_accepted_evaluation_not_on_a_worker(cpu_agent: str) -> None:
+    """Two hangs hold both workers; four honest candidates wait: two admitted to the device's
+    pool, two still waiting to be admitted (capacity plus lookahead is four). Describe counts
+    all four, so a client routing by load sees the whole queue; the device counts its two."""
+    async def go() -> list[Status]:
+        async with AgentClient(cpu_agent) as c:
+            on_worker = [asyncio.Event(), asyncio.Event()]
+
+            async def hang(i: int) -> None:
+                req = EvalRequest(uuid.uuid4().hex, "aten::add", fixture("add_hang_python.py"))
+                async for e in c.evaluate_stream(req, timeout=120):
+                    if isinstance(e, Progress) and e.stage is Stage.CORRECTNESS:
+                        on_worker[i].set()
+
+            hangs = [asyncio.ensure_future(hang(i)) for i in range(2)]
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in on_worker)), timeout=60)
+            honest = [asyncio.ensure_future(c.evaluate(_req(ADD.solution), timeout=180))
+                      for _ in range(4)]
+            d = await c.describe()
+            for _ in range(100):  # their static checks and inputs take a moment
+                if d.devices[0].queued == 2:
+                    break
+                await asyncio.sleep(0.1)
+                d = await c.describe()
+            assert (d.devices[0].busy, d.devices[0].queued, d.queue_depth) == (2, 2, 4), d
+            for h in hangs:
+                h.cancel()
+            await asyncio.gather(*hangs, return_exceptions=True)
+            statuses = [v.status for v in await asyncio.gather(*honest)]
+            assert (await c.describe()).queue_depth == 0
+            return statuses
+
+    assert asyncio.run(go()) == [Status.PASSED] * 4
+
+
 
 def test_reference_passes_with_hidden_cases_and_unmeaningful_timings(cpu_agent: str) -> None:
     v = evaluate(cpu_agent, ADD.solution)

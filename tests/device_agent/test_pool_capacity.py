@@ -19,6 +19,9 @@ class _FakeWorker:
     def kill(self) -> None:
         pass
 
+    def freeze(self) -> None:
+        pass
+
     async def dispose(self) -> None:
         pass
 
