@@ -615,7 +615,6 @@ class Evaluator:
             return verdict(Status.PASSED, f"all {len(results)} cases passed", cases=tuple(results),
                            timings=timings)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
-            worker.freeze()  # killed under the device's gate, when the pool takes it back
             if waits[1] or (self._material_wait(waits[0], t0, deadline)
                             and time.monotonic() >= deadline - self.budgets.margin_s - 0.5):
                 # The request's own deadline ran out while the candidate waited for the device:
@@ -631,11 +630,9 @@ class Evaluator:
         except (EOFError, asyncio.IncompleteReadError, ConnectionError):
             return await died(stage)
         except CodecError as exc:
-            worker.freeze()  # killed under the device's gate, when the pool takes it back
             return verdict(Status.RUNTIME_ERROR, f"malformed message from worker: {exc}",
                            cases=tuple(results), log=_tail(worker.log_tail()))
         except _Forged as exc:
-            worker.freeze()  # killed under the device's gate, when the pool takes it back
             return verdict(Status.CHEAT_DETECTED, "result channel carried a forged message",
                            cases=tuple(results),
                            findings=(Finding("process", "result-channel-nonce", str(exc)),))

@@ -103,10 +103,6 @@ class _Child:
         await asyncio.to_thread(self._proc.join)
         return self._proc.exitcode
 
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, signal.SIGKILL)
-
 
 _CLOCK_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -184,24 +180,24 @@ class Worker:
         except OSError:
             return ""
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group, and every process of its private uid (children
-        that left the group included)."""
+    def _signal_all(self, sig: int) -> None:
+        """``sig`` to the worker's whole process group, and to every process of its private uid
+        (children that left the group included)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        sandbox.kill_uid(self.uid)
+            os.killpg(self.proc.pid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.proc.pid, sig)
+        sandbox.signal_uid(self.uid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL every process of the worker."""
+        self._signal_all(signal.SIGKILL)
 
     def freeze(self) -> None:
         """Stop every process of the worker now (SIGSTOP: no more host work, no new launches)
         but leave its device context alone: tearing a context down uses the device, so the
         SIGKILL comes from :meth:`dispose`, run while the device's gate is held."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGSTOP)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.proc.pid, signal.SIGSTOP)
-        sandbox.signal_uid(self.uid, signal.SIGSTOP)
+        self._signal_all(signal.SIGSTOP)
 
     async def end(self, timeout: float = 10.0) -> None:
         """Kill now and wait for the exit, in which its device context is torn down: for a

@@ -21,7 +21,7 @@ SAXPY = operators.get("cublas::cublasSaxpy_v2")
 
 
 def test_a_timer_on_one_device_does_not_hold_up_the_other(agent_secret_env: None) -> None:
-    async def go() -> tuple[Verdict, Verdict, float, float]:
+    async def go() -> tuple[Verdict, Verdict]:
         with tempfile.TemporaryDirectory() as root:
             os.chmod(root, 0o711)
             pools = [WorkerPool(CpuPlatform(), i, 1, Path(root)) for i in range(2)]
@@ -38,27 +38,23 @@ def test_a_timer_on_one_device_does_not_hold_up_the_other(agent_secret_env: None
                 timer = asyncio.create_task(timer_on_device_0())
                 await held.wait()
 
-                async def one() -> tuple[Verdict, float]:
-                    v = await ev.evaluate(EvalRequest(uuid.uuid4().hex, SAXPY.id,
-                                                      SAXPY.solution.encode()),
-                                          time.monotonic() + 240)
-                    return v, time.monotonic()
+                async def one() -> Verdict:
+                    return await ev.evaluate(EvalRequest(uuid.uuid4().hex, SAXPY.id,
+                                                         SAXPY.solution.encode()),
+                                             time.monotonic() + 240)
 
                 first = asyncio.create_task(one())  # the least-loaded pool: device 0
                 await asyncio.sleep(0.2)
                 second = asyncio.create_task(one())  # device 1
-                v2, done2 = await asyncio.wait_for(second, 180)
+                v2 = await asyncio.wait_for(second, 180)
                 assert not first.done(), "the candidate on device 0 ran while its device was timed"
                 assert [p.busy for p in pools] == [1, 0]
-                released = time.monotonic()
                 let_go.set()
                 await timer
-                v1, done1 = await asyncio.wait_for(first, 180)
-                return v1, v2, done1 - released, released - done2
+                return await asyncio.wait_for(first, 180), v2
             finally:
                 await asyncio.gather(*(p.close() for p in pools))
 
-    v1, v2, after_release, before_release = asyncio.run(go())
+    v1, v2 = asyncio.run(go())
     assert v2.status is Status.PASSED, v2.message  # on device 1, while device 0 was held
     assert v1.status is Status.PASSED, v1.message  # on device 0, once the timer let go
-    assert after_release >= 0 and before_release >= 0
