@@ -579,14 +579,14 @@ class Fleet:
         if not call.done() or call.cancelled():
             if self._closed.is_set():
                 return result(AttemptOutcome.CLOSED, "the fleet was closed")
-            if self.guard.quarantined(address) is not None:
+            if self._quarantined(agent):
                 return result(AttemptOutcome.UNTRUSTED, "the agent was quarantined")
             return result(AttemptOutcome.LOST, "the agent stopped answering health checks")
         exc = call.exception()
         if exc is None:
-            verdict = self._vet(agent, expected, call.result())
-            if verdict is None:
-                return result(AttemptOutcome.UNTRUSTED, self.guard.quarantined(address) or "")
+            verdict = self.guard.vet(address, expected, call.result())
+            if self._quarantined(agent):
+                return result(AttemptOutcome.UNTRUSTED, verdict.message)
             if verdict.status is Status.INFRA_ERROR:
                 return result(AttemptOutcome.INFRA_VERDICT, verdict.message)
             return result(AttemptOutcome.VERDICT, verdict.status.value, verdict)
@@ -602,16 +602,15 @@ class Fleet:
             log.warning("call to %s raised %s: %s", address, type(exc).__name__, exc)
         return result(AttemptOutcome.ERROR, f"{type(exc).__name__}: {exc}")
 
-    def _vet(self, agent: _Agent, expected: Expected, verdict: Verdict) -> Verdict | None:
-        """The verdict if the guard trusts it, else None; an agent the guard has just
-        quarantined leaves routing at once and its other calls move."""
-        vetted = self.guard.vet(agent.snap.address, expected, verdict)
+    def _quarantined(self, agent: _Agent) -> bool:
+        """Whether the guard quarantined the agent; one it has just quarantined leaves routing
+        at once and its other calls move (whatever it answers them is discarded anyway)."""
         if self.guard.quarantined(agent.snap.address) is None:
-            return vetted
+            return False
         if agent.snap.state is not AgentState.QUARANTINED:
             self._set(agent, state=AgentState.QUARANTINED)
             self._lose(agent)
-        return None
+        return True
 
     def _explain(self, platform: str, device_model: str | None,
                  operator: tuple[str, int | None]) -> str:
