@@ -36,6 +36,7 @@ from coordinator.sweep_spec import AgentSpec
 from generators.evaluation import AgentEvaluator, candidate_hash
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status, Verdict
+from protos.request_ids import is_valid
 from tests.coordinator.fake_agents import Behaviour, fake, fake_in_thread, honest_verdict
 
 ADD = operators.get("aten::add")
@@ -101,6 +102,7 @@ def test_a_lying_agent_gets_infra_error_an_alarm_and_quarantine(lie: str) -> Non
             r = await fleet.evaluate("cpu", ADD.id, garbage("1"))
             assert r.verdict.status is Status.INFRA_ERROR and r.agent is None
             assert r.verdict.candidate_hash == candidate_hash(garbage("1"))  # what was sent
+            assert is_valid(r.request_id) and candidate_hash(garbage("1"))[:8] not in r.request_id
             (first, *_) = r.attempts
             assert first.outcome is AttemptOutcome.UNTRUSTED and lie in first.detail
             assert fleet.guard.totals() == {(address, "mismatch"): 1}
@@ -120,14 +122,16 @@ def test_quarantine_survives_deregistering_and_registering_again() -> None:
 
     async def go() -> None:
         async with fake(rogue("candidate_hash")) as (address, agent), Fleet([], FAST) as fleet:
-            reg = Registration("rogue", address, "cpu", "cpu (fake)", "test", AgentLoad(1))
+            reg = Registration("fake", address, "cpu", "cpu (fake)", "test", AgentLoad(1))
             fleet.register(reg)
             await fleet.wait_ready("cpu", timeout_s=5)
             assert (await fleet.evaluate("cpu", ADD.id, garbage("a"))).verdict.status \
                 is Status.INFRA_ERROR
-            fleet.deregister("rogue", address)
-            fleet.register(replace(reg, agent_id="rogue-restarted"))
+            fleet.deregister("fake", address)
+            assert fleet.snapshot().agents == ()  # forgotten ...
+            fleet.register(reg)  # ... and back, as a fresh agent
             await asyncio.sleep(3 * FAST.probe_interval_s)
+            assert fleet.snapshot().agents[0].state is AgentState.QUARANTINED
             assert fleet.capacity("cpu") == 0
             assert (await fleet.evaluate("cpu", ADD.id, garbage("b"))).verdict.status \
                 is Status.INFRA_ERROR
@@ -310,15 +314,16 @@ def test_kgb_run_path_stores_nothing_from_a_rogue(tmp_path: Path) -> None:
 
         init_ray(num_cpus=1)
         try:
-            summary = run_sweep(SweepConfig("rogue", ops, (MethodSpec("reference"),)), address,
-                                asyncio.run(describe()), store, guard=guard)  # type: ignore[arg-type]
+            config = SweepConfig("rogue", ops, (MethodSpec("reference"),), max_in_flight=1)
+            summary = run_sweep(config, address, asyncio.run(describe()), store,  # type: ignore[arg-type]
+                                guard=guard)
         finally:
             ray.shutdown()
     try:
         assert summary.trajectories == 4 and summary.infra_errors == 4 and summary.evaluated == 0
         assert store.db.execute("SELECT COUNT(*) FROM verdicts").fetchone() == (0,)
         assert guard.totals() == {(address, "mismatch"): 1}
-        assert 1 <= len(agent.calls) <= 4  # those in flight when it was caught; then none
+        assert len(agent.calls) == 1  # one at a time: caught on the first, never asked again
         assert all(row.verdict is None for row in store.trajectories("rogue"))
     finally:
         store.close()
