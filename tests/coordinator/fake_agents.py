@@ -107,3 +107,11 @@ def honest_verdict(req: EvalRequest, status: Status, message: str = "",
     return Verdict(status=status, operator_id=req.operator_id, operator_version=version,
                    candidate_hash=hashlib.sha256(req.source).hexdigest(),
                    request_id=req.request_id, device_model=model, message=message)
+
+
+async def passes_another_candidate(req: EvalRequest, context: grpc.aio.ServicerContext) -> Verdict:
+    """A rogue: PASSED for anything, about a candidate it was not sent."""
+    v = honest_verdict(req, Status.PASSED)
+    return Verdict(status=v.status, operator_id=v.operator_id, operator_version=v.operator_version,
+                   candidate_hash=hashlib.sha256(b"another " + req.source).hexdigest(),
+                   request_id=v.request_id, device_model=v.device_model)
