@@ -56,14 +56,18 @@ early, with a message a model can act on.
 from __future__ import annotations
 
 import ast
-import importlib
+import codecs
 import io
-import sys
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
 
+from device_agent.static_names import (
+    escaped_module,
+    is_private,
+    names_in_string,
+    triton_allowed,
+)
 from device_agent.static_scopes import (
     Comprehension,
     Scope,
@@ -89,8 +93,6 @@ from device_agent.static_tables import (
     TORCH_DENIED_BY_KIND,
     TORCH_DTYPES,
     TORCH_REFUSED,
-    TRITON_ALLOWED,
-    TRITON_ALLOWED_MODULES,
 )
 from operators.spec import Kind
 
@@ -108,53 +110,13 @@ class Violation:
         return f"line {self.line}: {self.explanation} (`{self.evidence}`)"
 
 
-# ---- names: which module a qualified name lives in, and which builtins a name can reach ----------
-def _is_private(segment: str) -> bool:
-    return segment.startswith("_") and not (segment.startswith("__") and segment.endswith("__"))
-
-
-def _module_allowed(name: str) -> bool:
-    """Whether a chain may pass through module ``name``: an allowed root, any torch module, the
-    allowed triton modules and the packages that hold them (``triton.tools``)."""
-    root = name.split(".")[0]
-    if root != "triton":
-        return root in ALLOWED_IMPORT_ROOTS
-    return any(name == m or name.startswith(m + ".") or m.startswith(name + ".")
-               for m in TRITON_ALLOWED_MODULES)
-
-
-def _escaped_module(qualified: str) -> str | None:
-    """The prefix of ``qualified`` that reaches a module outside the allow-list through allowed
-    modules (``typing.sys``), read from the modules' own namespaces: nothing is imported but the
-    allowed root, and no ``__getattr__`` runs."""
-    parts = qualified.split(".")
-    try:
-        obj: object = sys.modules.get(parts[0]) or importlib.import_module(parts[0])
-    except ImportError:
-        return None
-    for i, part in enumerate(parts[1:], start=2):
-        if not isinstance(obj, ModuleType):
-            return None
-        obj = vars(obj).get(part)
-        if isinstance(obj, ModuleType) and not _module_allowed(obj.__name__):
-            return ".".join(parts[:i])
-    return None
-
-
-def _names_in_string(text: str) -> Iterator[str]:
-    """The dotted components of a string that reads as an attribute path (``"a.__globals__"``)."""
-    parts = text.split(".")
-    if all(p.isidentifier() for p in parts):
-        yield from parts
-
-
 def _declared_encoding(source: str) -> str | None:
     """The encoding a file with these contents is read in when imported, if not UTF-8."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8")).readline)
     except SyntaxError:
         return "an unknown encoding"
-    return None if encoding in ("utf-8", "utf-8-sig") else encoding
+    return None if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig") else encoding
 
 
 # ---- the walk -----------------------------------------------------------------------------------
@@ -295,7 +257,7 @@ class _Checker(ast.NodeVisitor):
             if root not in ALLOWED_IMPORT_ROOTS:
                 self.flag(node, "import", f"import of `{a.name}` is not allowed")
             elif "." in a.name:
-                self.reference(node, a.name)
+                self.reference(node, a.name, imported=True)
             self.bound(node, a.asname or root)
             self.aliases[a.asname or root] = a.name if a.asname else root
 
@@ -308,7 +270,7 @@ class _Checker(ast.NodeVisitor):
             if a.name == "*":
                 self.flag(node, "import", "star imports hide what is used")
                 continue
-            self.reference(node, f"{mod}.{a.name}")
+            self.reference(node, f"{mod}.{a.name}", imported=True)
             self.bound(node, a.asname or a.name)
             self.aliases[a.asname or a.name] = f"{mod}.{a.name}"
 
@@ -357,27 +319,29 @@ class _Checker(ast.NodeVisitor):
             return False
         return True
 
-    def reference(self, node: ast.AST, q: str) -> None:
+    def reference(self, node: ast.AST, q: str, imported: bool = False) -> None:
         """Rules on a qualified name, whether it is called, passed, imported or assigned."""
         root, _, rest = q.partition(".")
         if root not in ALLOWED_IMPORT_ROOTS or not rest:
             return  # an import that is refused already, or a bare module
-        if any(self.attribute_name(node, part) for part in rest.split(".")):
-            return
-        rule = self._reference_rule(root, rest, q)
+        rule = self._reference_rule(root, rest, q, imported)
         if rule is not None:
             self.flag(node, *rule)
-        elif (escaped := _escaped_module(q)) is not None:
+        elif any(self.attribute_name(node, part) for part in rest.split(".")):
+            return
+        elif (escaped := escaped_module(q)) is not None:
             self.flag(node, "module-escape", f"`{escaped}` is a module that is not allowed")
 
     @staticmethod
-    def _reference_rule(root: str, rest: str, q: str) -> tuple[str, str] | None:
+    def _reference_rule(root: str, rest: str, q: str, imported: bool = False
+                        ) -> tuple[str, str] | None:
         if root == "triton":
-            if any(rest == a or rest.startswith(a + ".") for a in TRITON_ALLOWED):
+            if triton_allowed(rest, imported):
                 return None
-            return "triton-internals", f"`{q}` is a Triton internal; wrappers may use " \
-                "jit, autotune, heuristics, Config, cdiv, next_power_of_2 and triton.language"
-        if any(_is_private(p) for p in rest.split(".")):
+            return "triton-internals", f"`{q}` is a Triton internal; wrappers may use jit, " \
+                "autotune, heuristics, Config, cdiv, next_power_of_2 and triton.language " \
+                "(device limits: torch.cuda.get_device_properties)"
+        if any(is_private(p) for p in rest.split(".")):
             return "library-internals", f"`{q}` is a private name of a library"
         if root == "torch":
             for rule, names in TORCH_REFUSED.items():
@@ -392,7 +356,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and any(
-                n in ESCAPE_ATTRIBUTES for n in _names_in_string(node.value)):
+                n in ESCAPE_ATTRIBUTES for n in names_in_string(node.value)):
             self.flag(node, "introspection",
                       f"`{node.value[:60]}` names an attribute that reaches the interpreter's "
                       "internals")
@@ -468,8 +432,7 @@ class _Checker(ast.NodeVisitor):
         elif base is not None:
             self.reference(node, f"{base}.{name}")
             self._check_torch_call(node, f"{base}.{name}")
-        elif not self.attribute_name(node, name) and (
-                name in COMPUTE_METHODS or name in CPU_ROUND_TRIPS):
+        elif not self.attribute_name(node, name):
             self._check_method(node, name)
 
     def _check_attrgetter(self, node: ast.Call) -> None:
@@ -478,7 +441,7 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, "dynamic-attribute",
                           "`operator.attrgetter` with a computed name hides what is used")
                 return
-            for name in _names_in_string(arg.value):
+            for name in names_in_string(arg.value):
                 if name in COMPUTE_METHODS:
                     self._check_method(node, name)
                 else:

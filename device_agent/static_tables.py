@@ -20,18 +20,20 @@ ALLOWED_IMPORT_ROOTS = frozenset({
 
 # ---- triton -------------------------------------------------------------------------------------
 # What honest wrapper code reaches under ``triton.``: the decorators, launch helpers, the language,
-# the exceptions a launch can raise and host-side TMA descriptors. Refused: triton.runtime (the
-# driver, the launcher cache, the autotuner's internals), triton.compiler, triton.knobs (where the
-# harness's launch hooks live), triton.backends, triton.testing (do_bench, set_gpu_clock),
-# triton.tools other than tensor descriptors, triton._C.
+# the exceptions a launch can raise, host-side TMA descriptors and the device queries of Triton's
+# tutorials (``DEVICE = triton.runtime.driver.active.get_active_torch_device()``). An entry allows
+# itself, what is under it, and the bare path to it (``from triton.runtime import driver``).
+# Refused: the rest of triton.runtime (the launcher, binaries, caches, the autotuner's internals),
+# triton.compiler, triton.knobs (where the harness's launch hooks live), triton.backends,
+# triton.testing (do_bench, set_gpu_clock), the rest of triton.tools, triton._C.
 TRITON_ALLOWED = frozenset({
     "jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language",
     "constexpr_function", "must_use_result", "reinterpret", "set_allocator", "OutOfResources",
     "CompilationError", "TritonError", "InterpreterError", "__version__",
     "tools.tensor_descriptor",
+    "runtime.driver.active.get_active_torch_device", "runtime.driver.active.get_current_device",
+    "runtime.driver.active.get_current_target", "runtime.driver.active.utils.get_device_properties",
 })
-# Modules under triton that an allowed chain may pass through (with the packages above them).
-TRITON_ALLOWED_MODULES = ("triton.language", "triton.tools.tensor_descriptor")
 # Decorators whose function bodies are Triton (device code or its interpreter), not wrapper code.
 JIT_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics",
                             "triton.language.core.builtin"})
