@@ -13,8 +13,9 @@ the rule and the line:
   private torch and its native-code loaders (cpp_extension, hub, load, jiterator …), wherever they
   are named, called or not;
 - ``triton-internals``: ``triton.`` outside what honest wrappers use (jit, autotune, heuristics,
-  Config, cdiv, next_power_of_2, language, exceptions, tensor descriptors): no triton.runtime (the
-  driver), triton.compiler, triton.knobs, triton.testing;
+  Config, cdiv, next_power_of_2, language, exceptions, tensor descriptors, the tutorials' device
+  queries): no other triton.runtime (the launcher, binaries), triton.compiler, triton.knobs,
+  triton.testing;
 - ``module-escape``: a module outside the allow-list reached through an allowed one
   (``typing.sys``, ``torch.os``, ``tl.core.builtins``), and attributes named after escape modules
   (``.os``, ``.sys``, ``.builtins`` …) on any object; ``library-internals`` also covers private names
@@ -29,7 +30,7 @@ the rule and the line:
   typing's string evaluators; ``dynamic-attribute``: ``getattr``/``setattr`` with a computed name
   or passed around, ``operator.methodcaller``, ``operator.attrgetter`` with a computed name;
 - ``monkeypatch``: assigning to, deleting or ``setattr`` on an attribute of an imported name, in any
-  target position (tuple unpacking, ``for`` targets, annotated assignments);
+  target position (tuple unpacking, ``for``/``with`` targets, annotated assignments);
 - ``tensor-method``, ``matmul-operator``, ``cpu-roundtrip``: tensor methods that compute, ``@`` and
   ``operator.matmul``, ``.cpu()``/``.numpy()``/``.tolist()``/``.item()`` (except in scalar problems).
 
@@ -43,14 +44,14 @@ compute rules (tensor methods, torch calls, ``@``, CPU round trips).
 Left to the sandbox and the runtime layers, deliberately: anything spelled out of sight of a
 syntax tree. Names built at run time (``"__glo" + "bals__"`` given to a library that takes
 attribute names, ``str.format`` field lookups), values passed through containers, returns or
-object attributes (``[typing][0].re``: the alias is lost, only the escape names above are caught
-there), modules reached through allowed modules that torch imports lazily (``vars()`` of the
-modules is read, nothing is imported), library helpers that act on names or objects they are given
-(``functools.update_wrapper``, ``copy``, ``weakref``-free tricks on the candidate's own objects), and
-every torch computation not spelled as a call (``a + b``, ``functools.reduce(torch.add, …)``): the
-dispatch guard sees those. The sandbox (private uid, no network, no writable path, seccomp,
-cgroups) must hold against all of it; this layer only turns the easy spellings into ``REJECTED``
-early, with a message a model can act on.
+object attributes (``[typing][0].re``: the alias is lost, only the escape module names above are
+caught there), modules reached through torch submodules that torch imports lazily (the modules'
+namespaces are read, nothing is imported), library helpers acting on the names or objects they
+are given, a candidate's own ``jit`` shadowing ``triton.jit`` (its body then skips only the compute
+rules), and every torch computation not spelled as a call (``a + b``,
+``functools.reduce(torch.add, …)``), which the dispatch guard sees. The sandbox (private uid, no
+network, nothing writable on ``sys.path``, seccomp, cgroups) must hold against all of it; this
+layer only turns the easy spellings into ``REJECTED`` early, with a message a model can act on.
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ class _Checker(ast.NodeVisitor):
     # ---- names and attributes -----------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in ESCAPE_NAMES:
-            self.flag(node, "introspection", f"`{node.id}` hands out the builtins or the importer")
+            self.flag(node, "introspection", f"`{node.id}` reaches into the interpreter's internals")
         elif isinstance(node.ctx, ast.Load) and reaches_builtin(self.scopes, node.id):
             if node.id in DENIED_BUILTINS:
                 self.flag(node, "dynamic-code", f"`{node.id}` is not allowed")

@@ -71,7 +71,8 @@ TORCH_REFUSED: dict[str, frozenset[str]] = {
     "cuda-graph": frozenset({"compile", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
                              "cuda.make_graphed_callables"}),
     "stream": frozenset({"cuda.Stream", "cuda.stream", "cuda.set_stream", "cuda.Event",
-                         "cuda.ExternalStream", "cuda.streams", "Stream", "Event"}),
+                         "cuda.ExternalStream", "cuda.streams", "Stream", "Event",
+                         "accelerator.set_stream"}),
     # native code, serialised code and other processes: C++/CUDA source compiled and loaded,
     # pickles, hub downloads, a pluggable allocator's shared library, the raw CUDA runtime
     "library-internals": frozenset({
@@ -95,8 +96,9 @@ DENIED_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "globals",
                              "breakpoint", "input", "open", "delattr", "__build_class__"})
 # Builtins that are fine when called with a literal name but hide the name when passed around.
 NAME_TAKING_BUILTINS = frozenset({"getattr", "setattr"})
-# Module-level names that hand out the builtins or the import machinery.
-ESCAPE_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
+# Names that hand out the builtins or the import machinery, and ``__match_args__`` (it names the
+# attributes a class pattern reads, so a class defining it turns ``case C(x)`` into a getattr).
+ESCAPE_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__match_args__"})
 # Attributes that walk the type graph, reach a namespace, a frame or code, bypass attribute rules
 # or hold strings that typing and functools.singledispatch evaluate; refused as attributes, in a
 # literal getattr, a match class pattern or a string naming one.
@@ -105,7 +107,7 @@ ESCAPE_ATTRIBUTES = frozenset({
     "__builtins__", "__code__", "__closure__", "__dict__", "__self__", "__objclass__",
     "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__traceback__",
     "__reduce__", "__reduce_ex__", "__loader__", "__spec__", "__import__", "__defaults__",
-    "__kwdefaults__", "__annotations__",
+    "__kwdefaults__", "__annotations__", "__match_args__",
     "tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
 })

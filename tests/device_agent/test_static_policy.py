@@ -54,13 +54,13 @@ ESCAPE_MODULES = [
 DENIED_BUILTINS = ["exec", "eval", "compile", "__import__", "globals", "locals", "vars",
                    "breakpoint", "input", "open", "delattr", "__build_class__"]
 NAME_TAKING_BUILTINS = ["getattr", "setattr"]
-ESCAPE_NAMES = ["__builtins__", "__loader__", "__spec__"]
+ESCAPE_NAMES = ["__builtins__", "__loader__", "__spec__", "__match_args__"]
 ESCAPE_ATTRIBUTES = [
     "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
     "__builtins__", "__code__", "__closure__", "__dict__", "__self__", "__objclass__",
     "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__traceback__",
     "__reduce__", "__reduce_ex__", "__loader__", "__spec__", "__import__", "__defaults__",
-    "__kwdefaults__", "__annotations__",
+    "__kwdefaults__", "__annotations__", "__match_args__",
     "tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
 ]
@@ -108,7 +108,7 @@ TORCH_REFUSED = {
     "cuda.CUDAGraph": "cuda-graph", "cuda.make_graphed_callables": "cuda-graph",
     "cuda.Stream": "stream", "cuda.stream": "stream", "cuda.set_stream": "stream",
     "cuda.Event": "stream", "cuda.ExternalStream": "stream", "cuda.streams.Stream": "stream",
-    "Stream": "stream", "Event": "stream",
+    "Stream": "stream", "Event": "stream", "accelerator.set_stream": "stream",
     "library": "library-internals", "classes": "library-internals",
     "utils.cpp_extension": "library-internals", "utils.cpp_extension.load_inline":
     "library-internals", "hub": "library-internals", "load": "library-internals",
@@ -631,6 +631,8 @@ BYPASSES = {
     "utf7_coding_hides_code": ("# -*- coding: utf-7 -*-\nx = 1  #+AAo-print(1)\n", "encoding"),
     "loader_reads_files": ("d = __loader__.get_data('/etc/passwd')\n", "introspection"),
     "torch_stream_without_cuda": ("import torch\ns = torch.Stream()\n", "stream"),
+    "match_args_turns_a_class_pattern_into_getattr":
+        ("class C:\n    __match_args__ = ('__glo' + 'bals__',)\n", "introspection"),
 }
 
 
