@@ -7,7 +7,7 @@ the rule and the line:
 
 - ``import``: imports outside an allow-list (no os, sys, subprocess, ctypes, importlib, inspect …);
 - ``encoding``: a coding declaration other than UTF-8 (the worker would decode the file differently
-  from what was checked);
+  from what was checked); ``nesting``: expressions nested too deeply to walk (fail closed);
 - ``torch-call``: torch functions outside the kind's allow-list; ``torch-ops``, ``cuda-graph``,
   ``stream``, ``library-internals``: ``torch.ops``, graphs and ``torch.compile``, streams and events,
   private torch and its native-code loaders (cpp_extension, hub, load, jiterator …), wherever they
@@ -476,5 +476,10 @@ def check(source: str, kind: Kind | str = Kind.COMPUTE) -> list[Violation]:
         checker.violations.append(Violation(
             "encoding", 1, f"coding: {encoding}",
             f"the file declares {encoding}; candidates are UTF-8 and are checked as UTF-8"))
-    checker.visit(ast.parse(source))
+    try:
+        checker.visit(ast.parse(source))
+    except RecursionError:  # fail closed: what cannot be walked is not accepted
+        checker.violations.append(Violation(
+            "nesting", 1, "nesting deeper than the policy walks",
+            "an expression nests too deeply to be checked (hundreds of levels); split it"))
     return sorted(dict.fromkeys(checker.violations), key=lambda v: v.line)

@@ -642,6 +642,12 @@ def test_closed_bypass(name: str) -> None:
     assert rule in rules(source), check(source)
 
 
+def test_nesting_too_deep_to_walk_is_refused_not_raised() -> None:
+    assert rules("x = y" + ".a" * 2000 + "\n") == {"nesting"}
+    assert rules("x = 1" + " + 1" * 2000 + "\n") == {"nesting"}
+    assert check("x = 1" + " + 1" * 200 + "\n") == []
+
+
 @pytest.mark.parametrize("coding, refused", [("utf-8", False), ("utf8", False), ("UTF-8", False),
                                              ("utf-7", True), ("latin-1", True),
                                              ("cp1252", True), ("no-such-codec", True)])
