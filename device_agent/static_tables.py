@@ -68,17 +68,21 @@ TORCH_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64", "int32", 
 # everything under it (``ops`` matches ``ops.aten.add``).
 TORCH_REFUSED: dict[str, frozenset[str]] = {
     "torch-ops": frozenset({"ops"}),
-    "cuda-graph": frozenset({"compile", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
+    "cuda-graph": frozenset({"compile", "compiler", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
                              "cuda.make_graphed_callables"}),
     "stream": frozenset({"cuda.Stream", "cuda.stream", "cuda.set_stream", "cuda.Event",
                          "cuda.ExternalStream", "cuda.streams", "Stream", "Event",
                          "accelerator.set_stream"}),
-    # native code, serialised code and other processes: C++/CUDA source compiled and loaded,
-    # pickles, hub downloads, a pluggable allocator's shared library, the raw CUDA runtime
+    # native code, code in strings or pickles, other processes, files and the harness's tools:
+    # C++/CUDA source compiled and loaded, hub downloads, a pluggable allocator's shared library,
+    # the raw CUDA runtime, benchmark timers that exec statements, data-loader workers, the
+    # environment collector's shell commands, tunable-op files, the profiler the profile layer uses
     "library-internals": frozenset({
         "library", "classes", "utils.cpp_extension", "hub", "load", "package", "jit",
-        "multiprocessing", "distributed", "cuda.cudart", "cuda.jiterator", "cuda.memory",
-        "cuda.CUDAPluggableAllocator", "cuda.change_current_allocator"}),
+        "serialization", "multiprocessing", "distributed", "cuda.cudart", "cuda.jiterator",
+        "cuda.memory", "cuda.CUDAPluggableAllocator", "cuda.change_current_allocator",
+        "utils.benchmark", "utils.data", "utils.collect_env", "utils.model_zoo", "cuda.tunable",
+        "profiler", "autograd.profiler"}),
 }
 
 # ---- other allowed modules ----------------------------------------------------------------------
