@@ -105,9 +105,11 @@ NAME_TAKING_BUILTINS = frozenset({"getattr", "setattr"})
 ESCAPE_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__match_args__"})
 # Attributes that walk the type graph, reach a namespace, a frame or code, bypass attribute rules
 # or hold strings that typing and functools.singledispatch evaluate; refused as attributes, in a
-# literal getattr, a match class pattern or a string naming one.
+# literal getattr, a match class pattern or a string naming one. ``__class__`` is not here:
+# honest library code reads ``self.__class__.__name__``, and the walk from a class onwards
+# (``__base__``, ``__mro__``, ``__subclasses__``) is refused on its own.
 ESCAPE_ATTRIBUTES = frozenset({
-    "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
+    "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
     "__builtins__", "__code__", "__closure__", "__dict__", "__self__", "__objclass__",
     "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__traceback__",
     "__reduce__", "__reduce_ex__", "__loader__", "__spec__", "__import__", "__defaults__",

@@ -56,7 +56,7 @@ DENIED_BUILTINS = ["exec", "eval", "compile", "__import__", "globals", "locals",
 NAME_TAKING_BUILTINS = ["getattr", "setattr"]
 ESCAPE_NAMES = ["__builtins__", "__loader__", "__spec__", "__match_args__"]
 ESCAPE_ATTRIBUTES = [
-    "__class__", "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
+    "__base__", "__bases__", "__mro__", "__subclasses__", "__globals__",
     "__builtins__", "__code__", "__closure__", "__dict__", "__self__", "__objclass__",
     "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__traceback__",
     "__reduce__", "__reduce_ex__", "__loader__", "__spec__", "__import__", "__defaults__",
@@ -222,6 +222,8 @@ HONEST_SPELLINGS = {
     "main_guard_and_name": "if __name__ == '__main__':\n    print(__name__, __doc__)\n",
     "exception_subclass":
         "class E(RuntimeError):\n    def __init__(self, m):\n        super().__init__(m)\n",
+    "class_name_in_a_message":
+        "class Op:\n    def __repr__(self):\n        return f'{self.__class__.__name__}()'\n",
     "tma_descriptor": "from triton.tools.tensor_descriptor import TensorDescriptor\n",
     "libdevice_imports": "from triton.language.extra import libdevice\n"
                          "from triton.language.extra.cuda import libdevice as cuda_libdevice\n",
@@ -734,7 +736,7 @@ def test_triton_code_is_left_to_the_compiler_but_not_its_escapes() -> None:
            "    s = tl.sum(v, axis=0) + v.sum(0) + (v @ v).max()\n"
            "    tl.store(x_ptr, s.to(tl.float32))\n")
     assert check(src) == []
-    assert rules(src.replace("    tl.store", "    x_ptr.__class__\n    tl.store")) \
+    assert rules(src.replace("    tl.store", "    x_ptr.__globals__\n    tl.store")) \
         == {"introspection"}
 
 
