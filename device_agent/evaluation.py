@@ -252,6 +252,12 @@ class Evaluator:
             tree = ast.parse(text)
         except SyntaxError as exc:
             return None, f"syntax error at line {exc.lineno}: {exc.msg}"
+        except (RecursionError, MemoryError) as exc:
+            # CPython's parser gives up on deep nesting with these (a line of a few thousand
+            # unary minuses or calls, well under the size limit): the source's fault.
+            return None, f"the source nests too deeply to parse ({type(exc).__name__})"
+        except ValueError as exc:  # NUL bytes on Python 3.10 (a SyntaxError from 3.11.4 on)
+            return None, f"the source does not parse: {exc}"
         defined = _static_entry_names(tree)
         missing = [e.name for e in spec.entry_points if e.name not in defined]
         if missing:

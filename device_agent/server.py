@@ -36,6 +36,7 @@ from device_agent.host_work import HostBudget, HostWork, limit_torch_threads
 from device_agent.launchers import LauncherBuilder
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
+from device_agent.rpc_guard import UndecodableRequests, clip_details
 from device_agent.sandbox import SandboxSettings, is_root, trusted_sys_path
 from device_agent.workers import WorkerPool
 from protos import convert
@@ -250,11 +251,14 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
 
 
 async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> None:
-    """The one mapping from system exceptions to gRPC status codes."""
+    """The one mapping from system exceptions to gRPC status codes. (Requests whose bytes do
+    not parse never get here: :class:`UndecodableRequests` answers them INVALID_ARGUMENT.)
+    Details are clipped: they may echo client input, and an oversize trailer reaches the client
+    as RESOURCE_EXHAUSTED, which means "retry"."""
     if isinstance(exc, asyncio.CancelledError):
         return
     if isinstance(exc, InvalidRequest):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, clip_details(str(exc)))
     if isinstance(exc, QueueFull):
         context.set_trailing_metadata((("retry-after-ms", "1000"),))
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -262,7 +266,8 @@ async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> N
     if isinstance(exc, Draining):
         await context.abort(grpc.StatusCode.UNAVAILABLE, "agent is shutting down; use another agent")
     log.exception("internal error")
-    await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    await context.abort(grpc.StatusCode.INTERNAL,
+                        clip_details(f"internal error: {type(exc).__name__}: {exc}"))
 
 
 def _peaks_for(pool: WorkerPool, system: SystemInfo) -> dict[str, Any] | None:
@@ -326,7 +331,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     """Run the agent until SIGTERM/SIGINT. Returns a process exit code."""
     platform = resolve(settings.platform)
     operators.all_specs()  # import the suite once, before serving
-    server = grpc.aio.server(options=[
+    server = grpc.aio.server(interceptors=[UndecodableRequests()], options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),

@@ -1,0 +1,243 @@
+"""Shared pieces of the fuzz tests (issue #19, point 6): the fixed CI budget, a real agent
+process whose pid, memory and warm workers the tests can watch, the outcomes every call may
+end in, and a hand-written protobuf wire encoder for messages no generated class would send.
+
+Budget: every fuzz test runs a fixed, derandomized number of examples (no example database),
+so CI runs are reproducible and bounded. ``KGB_FUZZ_EXAMPLES=N`` runs N examples per test
+instead; ``KGB_FUZZ_SEED=S`` draws new examples from seed S (a fresh exploration, still
+reproducible with the same seed). A failing run prints the falsifying example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from hypothesis import HealthCheck, Phase, settings
+
+import operators
+from coordinator.local_agent import LocalAgent
+from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
+from protos.kgb.agent.v1 import agent_pb2
+
+# Status codes a call may end with: the agent's own clean refusals and the client's own
+# deadline or cancellation. INTERNAL and UNKNOWN (an exception escaping a handler) never.
+CLEAN_CODES = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+})
+# Verdict statuses that are the candidate's: what any candidate, however hostile, may get.
+CANDIDATE_STATUSES = frozenset({
+    agent_pb2.STATUS_COMPILE_ERROR, agent_pb2.STATUS_RUNTIME_ERROR, agent_pb2.STATUS_TIMEOUT,
+    agent_pb2.STATUS_WRONG_ANSWER, agent_pb2.STATUS_REJECTED, agent_pb2.STATUS_CHEAT_DETECTED,
+    agent_pb2.STATUS_PASSED,
+})
+EVALUATE = f"/{SERVICE_NAME}/Evaluate"
+EVALUATE_STREAM = f"/{SERVICE_NAME}/EvaluateStream"
+DESCRIBE = f"/{SERVICE_NAME}/Describe"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+HONEST = operators.get("aten::add").solution.encode()
+# The agent's resident memory may grow this much over a fuzz run (caches of verdicts and public
+# cases, allocator high-water marks). Issue #19 saw 575 MB from eight oversized request ids.
+RSS_GROWTH_LIMIT_KIB = 384 * 1024
+
+
+def fuzz_settings(examples: int, *, shrink: bool = True) -> settings:
+    """The fixed CI budget: ``examples`` derandomized examples (``KGB_FUZZ_EXAMPLES`` overrides),
+    no example database, no per-example deadline (an RPC to a busy agent may take seconds).
+    ``shrink=False`` for tests whose examples cost seconds each: a failure is reported as found."""
+    n = int(os.environ.get("KGB_FUZZ_EXAMPLES", examples))
+    seed = os.environ.get("KGB_FUZZ_SEED")
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(max_examples=n, derandomize=seed is None, database=None, deadline=None,
+                    phases=phases, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.large_base_example,
+                                           HealthCheck.function_scoped_fixture])
+
+
+def seeded(test: Any) -> Any:
+    """Apply ``KGB_FUZZ_SEED`` (if set) to a hypothesis test."""
+    from hypothesis import seed
+
+    value = os.environ.get("KGB_FUZZ_SEED")
+    return seed(int(value))(test) if value else test
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class FuzzAgent:
+    """A real agent process on loopback, with what the fuzz properties read from outside."""
+
+    agent: LocalAgent = field(repr=False)
+    address: str
+    channel: grpc.Channel = field(repr=False)
+    metrics_port: int | None = None
+    rss_start_kib: int = 0
+    # request id -> (operator id, version, source, skip_timing) of every id that got a verdict
+    verdicts: dict[str, tuple[str, int | None, bytes, bool]] = field(default_factory=dict,
+                                                                     repr=False)
+    # request ids the agent may have a verdict for that the test never saw (a stream cancelled
+    # or a deadline passed after admission)
+    maybe_cached: set[str] = field(default_factory=set, repr=False)
+
+    def __repr__(self) -> str:
+        return f"FuzzAgent({self.address}, pid {self.agent.proc.pid if self.agent.proc else None})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # hypothesis prints examples this way
+        p.text(repr(self))
+
+    @property
+    def pid(self) -> int:
+        assert self.agent.proc is not None
+        return self.agent.proc.pid
+
+    def rss_kib(self) -> int:
+        text = Path(f"/proc/{self.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
+        assert match, text
+        return int(match.group(1))
+
+    def ready_workers(self) -> float:
+        """Warm workers waiting for a candidate, from the agent's /metrics."""
+        assert self.metrics_port is not None, "start the agent with metrics=True"
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        found = re.findall(r'^kgb_agent_workers\{[^}]*state="ready"[^}]*\} (\S+)$', text, re.M)
+        return sum(float(v) for v in found)
+
+    def wait_ready_worker(self, timeout: float = 120.0) -> None:
+        """Block until a warm worker is free, so a candidate's deadline is spent on the candidate
+        (a deadline passed while no worker was free is the agent's INFRA_ERROR, by design)."""
+        end = time.monotonic() + timeout
+        while self.ready_workers() < 1:
+            assert self.agent.alive(), f"agent died:\n{self.agent.log_tail()}"
+            assert time.monotonic() < end, f"no warm worker within {timeout:.0f}s"
+            time.sleep(0.05)
+
+    def assert_serving(self) -> None:
+        """Alive, health SERVING for both names, Describe answers."""
+        from grpc_health.v1 import health_pb2
+
+        assert self.agent.alive(), f"agent process died:\n{self.agent.log_tail()}"
+        check = self.channel.unary_unary(
+            HEALTH_CHECK, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        for name in ("", SERVICE_NAME):
+            got = check(health_pb2.HealthCheckRequest(service=name), timeout=30)
+            assert got.status == health_pb2.HealthCheckResponse.SERVING, (name, got)
+        describe = self.channel.unary_unary(
+            DESCRIBE, request_serializer=agent_pb2.DescribeRequest.SerializeToString,
+            response_deserializer=agent_pb2.DescribeResponse.FromString)
+        d = describe(agent_pb2.DescribeRequest(), timeout=30)
+        assert d.capacity >= 1 and d.suite, d
+
+    def evaluate(self, req: agent_pb2.EvaluateRequest, timeout: float | None) -> agent_pb2.Verdict:
+        call = self.channel.unary_unary(
+            EVALUATE, request_serializer=agent_pb2.EvaluateRequest.SerializeToString,
+            response_deserializer=agent_pb2.Verdict.FromString)
+        return call(req, timeout=timeout)  # type: ignore[no-any-return]
+
+    def assert_honest_passes(self, timeout: float = 240.0) -> None:
+        """The property every fuzz run ends with: alive, SERVING, bounded memory, and an honest
+        candidate PASSES on this same agent."""
+        self.assert_serving()
+        rid = f"honest-{time.monotonic_ns()}"
+        v = self.evaluate(agent_pb2.EvaluateRequest(request_id=rid, operator_id="aten::add",
+                                                    source=HONEST), timeout)
+        assert v.status == agent_pb2.STATUS_PASSED, (v.status, v.message, v.log[-2000:])
+        assert v.candidate_hash == sha256(HONEST) and v.request_id == rid
+        if not self.rss_start_kib:  # the warm-up run: nothing to compare with yet
+            return
+        grown = self.rss_kib() - self.rss_start_kib
+        assert grown < RSS_GROWTH_LIMIT_KIB, (
+            f"agent RSS grew by {grown // 1024} MiB over the fuzz run "
+            f"(from {self.rss_start_kib // 1024} MiB)")
+
+
+@contextlib.contextmanager
+def fuzz_agent(*extra_args: str, workers: int = 1, metrics: bool = False,
+               log_dir: Path | None = None) -> Iterator[FuzzAgent]:
+    """A ``cpu`` agent process of its own (so its pid, memory and workers are this test's),
+    warmed by one honest candidate before its memory is first read."""
+    args = tuple(extra_args) + (("--metrics-port", "0") if metrics else ())
+    agent = LocalAgent(platform="cpu", workers=workers, extra_args=args,
+                       log_path=(log_dir / "agent.log") if log_dir else None)
+    address = agent.start()
+    try:
+        asyncio.run(agent.wait_serving(180))
+        port = None
+        if metrics:
+            found = re.search(r"metrics on http://\S+:(\d+)/metrics", agent.log_tail(20000))
+            assert found, agent.log_tail()
+            port = int(found.group(1))
+        options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+        with grpc.insecure_channel(address, options=options) as channel:
+            fa = FuzzAgent(agent, address, channel, port)
+            fa.assert_honest_passes()  # warm: public cases cached, allocator settled
+            fa.rss_start_kib = fa.rss_kib()
+            yield fa
+    finally:
+        agent.stop()
+
+
+# ---- the protobuf wire format, by hand ---------------------------------------------------------
+def varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def wire_field(number: int, wire_type: int, payload: bytes | int) -> bytes:
+    """One field: key, then a varint (type 0), 8 bytes (1), a length and bytes (2), 4 bytes (5),
+    or the payload as given (group markers 3/4, invalid types 6/7: no payload of their own)."""
+    key = varint((number << 3) | wire_type)
+    if wire_type == 0:
+        assert isinstance(payload, int)
+        return key + varint(payload)
+    data = payload if isinstance(payload, bytes) else varint(payload)
+    if wire_type == 2:
+        return key + varint(len(data)) + data
+    return key + data
+
+
+def decodes(message_type: Any, raw: bytes) -> bool:
+    """Whether this process's protobuf runtime (the agent's) parses ``raw`` as ``message_type``."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        message_type.FromString(raw)
+    except DecodeError:
+        return False
+    return True
+
+
+def rpc_code(exc: grpc.RpcError) -> grpc.StatusCode:
+    return exc.code()  # type: ignore[attr-defined,no-any-return]
+
+
+def rpc_details(exc: grpc.RpcError) -> str:
+    return str(exc.details())  # type: ignore[attr-defined]
