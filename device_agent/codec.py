@@ -102,7 +102,19 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(frame: bytes) -> dict[str, Any]:
-    """Decode one frame body (without its outer length prefix)."""
+    """Decode one frame body (without its outer length prefix). A frame may be a candidate's
+    (it can write to the channel), so whatever a malformed one makes the decoder raise (a
+    ``__tuple__`` of an int, a ``__dict__`` of unhashable keys, nesting deeper than the
+    interpreter's stack, sizes past int64) is a :class:`CodecError`, never another error."""
+    try:
+        return _decode(frame)
+    except CodecError:
+        raise
+    except (TypeError, ValueError, RuntimeError, OverflowError, MemoryError) as exc:
+        raise CodecError(f"malformed frame ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _decode(frame: bytes) -> dict[str, Any]:
     if len(frame) < _LEN.size:
         raise CodecError("truncated frame")
     (hlen,) = _LEN.unpack_from(frame, 0)

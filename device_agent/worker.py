@@ -45,8 +45,37 @@ class Channel:
 
 
 def _tb(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except BaseException as err:  # noqa: BLE001 - a candidate's exception object, see _describe
+        text = f"(no traceback: formatting it raised {type(err).__name__})"
     return text[-TRACEBACK_LIMIT:]
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)`` of an exception the candidate raised. The exception is the candidate's own
+    object: its ``__str__`` may raise, return a non-string or exit, which must not take the
+    worker's report (and the verdict's reason) down with it."""
+    try:
+        text = str(exc)
+        if not isinstance(text, str):
+            raise TypeError("__str__ returned a non-string")
+    except BaseException as err:  # noqa: BLE001
+        text = f"(its str() raised {type(err).__name__})"
+    return text
+
+
+def _describe(exc: BaseException, limit: int) -> str:
+    """``Type: message`` of a candidate's exception (see :func:`_text`), cut to ``limit``."""
+    return f"{type(exc).__name__}: {_text(exc)}"[:limit]
+
+
+def _safely(check: Any, exc: BaseException) -> bool:
+    """``check(exc)``, or False when walking the candidate's exception raises."""
+    try:
+        return bool(check(exc))
+    except BaseException:  # noqa: BLE001
+        return False
 
 
 def _load(path: str, name: str) -> ModuleType:
@@ -208,11 +237,11 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
     try:
         module = _load(job["path"], job["module_name"])
     except SyntaxError as exc:
-        ch.send({"type": "load_error", "kind": "syntax", "message": str(exc), "traceback": _tb(exc)})
+        ch.send({"type": "load_error", "kind": "syntax", "message": _text(exc), "traceback": _tb(exc)})
         return
     except BaseException as exc:  # noqa: BLE001 - anything the import does is the candidate's
         ch.send({"type": "load_error", "kind": "import",
-                 "message": f"{type(exc).__name__}: {exc}"[:500], "traceback": _tb(exc)})
+                 "message": _describe(exc, 500), "traceback": _tb(exc)})
         return
     missing = [e.name for e in spec.entry_points if not callable(getattr(module, e.name, None))]
     if missing:
@@ -264,9 +293,9 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
                 synchronize(device)
             own_launches = sum(1 for m in triton_hooks.launches() if m == module.__name__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate faults too
-            ch.send({"type": "case_error", "index": i, "compile": _is_compile_error(exc),
-                     "platform_limit": bool(platform.is_platform_limit(exc)),
-                     "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
+            ch.send({"type": "case_error", "index": i, "compile": _safely(_is_compile_error, exc),
+                     "platform_limit": _safely(platform.is_platform_limit, exc),
+                     "message": _describe(exc, 1000), "traceback": _tb(exc)})
             return
         elapsed = time.perf_counter() - t0
         produced = collect(dev_call, result)
@@ -349,7 +378,7 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
             del source
         except BaseException as exc:  # noqa: BLE001
             ch.send({"type": "timing_error", "index": index,
-                     "message": f"{type(exc).__name__}: {exc}"[:1000], "traceback": _tb(exc)})
+                     "message": _describe(exc, 1000), "traceback": _tb(exc)})
             return
         ch.send({"type": "rechecked", "index": index, "drift": checked.drift,
                  "device_time": None if checked.device_time is None

@@ -75,6 +75,16 @@ def seeded(test: Any) -> Any:
     return seed(int(value))(test) if value else test
 
 
+def weighted(*choices: tuple[int, Any]) -> Any:
+    """One of the strategies ``choices``, each as often as its weight says (``st.one_of``
+    favours its first branches): mostly valid values reach the deeper code, odd ones still come,
+    and slow ones (a candidate that hangs until its deadline) stay rare."""
+    from hypothesis import strategies as st
+
+    return st.sampled_from([strategy for weight, strategy in choices
+                            for _ in range(weight)]).flatmap(lambda strategy: strategy)
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -241,3 +251,151 @@ def rpc_code(exc: grpc.RpcError) -> grpc.StatusCode:
 
 def rpc_details(exc: grpc.RpcError) -> str:
     return str(exc.details())  # type: ignore[attr-defined]
+
+
+# ---- the worker's result channel, as a candidate can write it ----------------------------------
+# A candidate runs in the worker process: it can write any bytes to the channel's descriptor, or
+# find the worker's Channel object (and its nonce) and send any message the codec can encode.
+DTYPE_NAMES = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8",
+               "uint8", "int16", "int32", "int64", "bool"]
+SPECIAL_KEYS = ["__tensor__", "__dtype__", "__device__", "__float__", "__tuple__", "__dict__"]
+
+
+def _st() -> Any:
+    from hypothesis import strategies as st
+
+    return st
+
+
+def json_values(max_leaves: int = 12) -> Any:
+    """JSON values, with the codec's special objects (``{"__tuple__": ...}`` and the rest)
+    holding anything, not just what they should."""
+    st = _st()
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 64 - 1),
+                        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+                        st.sampled_from(DTYPE_NAMES + ["cpu", "cuda", "nan", "-inf", "torch"]))
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.dictionaries(st.text(max_size=6), inner, max_size=3),
+            st.tuples(st.sampled_from(SPECIAL_KEYS), inner).map(lambda kv: {kv[0]: kv[1]}),
+        ),
+        max_leaves=max_leaves)
+
+
+def blob_metas() -> Any:
+    """A tensor's header entry and its bytes: often consistent, often not (sizes past int64,
+    negative or bool strides, byte counts that disagree)."""
+    st = _st()
+    dims = st.one_of(st.integers(0, 5), st.sampled_from([2 ** 31, 2 ** 62, 2 ** 63, 2 ** 64 - 1, -1]),
+                     st.booleans())
+
+    @st.composite
+    def meta(draw: Any) -> tuple[dict[str, Any], bytes]:
+        rank = draw(st.integers(0, 3))
+        size = draw(st.lists(dims, min_size=rank, max_size=rank))
+        stride = draw(st.lists(dims, min_size=rank, max_size=rank + draw(st.integers(0, 1))))
+        raw = draw(st.binary(max_size=64))
+        m: dict[str, Any] = {"dtype": draw(st.one_of(st.sampled_from(DTYPE_NAMES), json_values(2))),
+                             "size": size, "stride": stride, "nbytes": len(raw)}
+        if draw(st.integers(0, 4)) == 0:
+            m[draw(st.sampled_from(["dtype", "size", "stride", "nbytes"]))] = draw(json_values(3))
+        return m, raw
+
+    return meta()
+
+
+FRAME_KINDS = ("header", "header", "special", "special", "deep", "garbage", "lie")
+
+
+def frames(kinds: tuple[str, ...] = FRAME_KINDS) -> Any:
+    """Whole channel frames (outer length included): a header of JSON values and blobs, some
+    well-formed, some with lengths that lie, bad JSON, codec objects holding junk, deep
+    nesting, or plain garbage."""
+    import struct
+
+    import orjson
+
+    st = _st()
+
+    @st.composite
+    def frame(draw: Any) -> bytes:
+        kind = draw(st.sampled_from(kinds))
+        if kind == "special":  # a message whose one value is a codec object holding junk
+            junk = draw(st.sampled_from([st.integers(-(2 ** 63), 2 ** 64 - 1), st.none(),
+                                         st.text(max_size=3),
+                                         st.lists(st.lists(json_values(3), max_size=4),
+                                                  max_size=3)]).flatmap(lambda j: j))
+            value = {draw(st.sampled_from(SPECIAL_KEYS)): junk}
+            header = orjson.dumps({"body": {"__dict__": [["type", "loaded"], ["x", value]]},
+                                   "blobs": []})
+            body = struct.pack("<I", len(header)) + header
+        elif kind == "garbage":
+            body = draw(st.binary(max_size=80))
+        elif kind == "deep":
+            depth = draw(st.sampled_from([100, 800, 1000, 1020, 5000]))
+            wrap = draw(st.sampled_from([(b"[", b"]"), (b'{"__tuple__": [', b"]}"),
+                                         (b'{"__dict__": [["k", ', b"]]}")]))
+            header = (b'{"blobs": [], "body": {"__dict__": [["type", "loaded"], ["x", '
+                      + wrap[0] * depth + b"1" + wrap[1] * depth + b"]]}}")
+            body = struct.pack("<I", len(header)) + header
+        else:
+            blobs = draw(st.lists(blob_metas(), max_size=2))
+            if draw(st.integers(0, 3)):  # shaped like a message, its values anything
+                pairs = draw(st.lists(st.tuples(st.sampled_from(["index", "outputs", "x"]),
+                                                json_values()), max_size=3))
+                body_value: Any = {"__dict__": [["type", "loaded"], *map(list, pairs)]}
+            else:
+                body_value = draw(json_values())
+            header = orjson.dumps({"body": body_value, "blobs": [m for m, _ in blobs]})
+            body = struct.pack("<I", len(header)) + header + b"".join(
+                struct.pack("<Q", len(raw)) + raw for _, raw in blobs)
+            if kind == "lie":
+                cut = draw(st.integers(0, len(body)))
+                body = body[:cut] + draw(st.binary(max_size=8))
+        return struct.pack("<I", len(body)) + body
+
+    return frame()
+
+
+def worker_messages() -> Any:
+    """Messages a candidate that found the worker's channel could send (with the right nonce):
+    every type the agent reads, with fields of random types and values (tensors included).
+    Never ``platform_limit`` true: that forgery is pinned by
+    test_fuzz_loader.test_a_candidate_can_forge_a_platform_limit (an open finding)."""
+    st = _st()
+    tensors = st.builds(_tensor, st.sampled_from(DTYPE_NAMES),
+                        st.lists(st.integers(0, 4), max_size=3))
+    values = st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 63 - 1),
+                  st.floats(), st.text(max_size=8), tensors),
+        lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                                st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+        max_leaves=8)
+    types = st.sampled_from(["loaded", "warmed", "ran", "case", "case_error", "load_error",
+                             "timing", "timing_error", "built", "prepared", "rechecked",
+                             "device_wanted", "device_released", "accepted", "ready", "???"])
+    fields = st.sampled_from(["index", "outputs", "layouts", "post_inputs", "seconds",
+                              "own_launches", "guard", "integrity", "message", "traceback",
+                              "compile", "signature", "kind", "ghost_outputs", "repeat_outputs",
+                              "replay_outputs", "stopped", "launchers", "drift", "device_time"])
+
+    @st.composite
+    def message(draw: Any) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": draw(types)}
+        msg["index"] = draw(st.one_of(st.just(0), st.integers(-2, 30), values))
+        for name in draw(st.sets(fields, max_size=6)):
+            msg[name] = draw(values)
+        msg["platform_limit"] = False
+        return msg
+
+    return message()
+
+
+def _tensor(dtype: str, shape: list[int]) -> Any:
+    import torch
+
+    from operators.spec import dtype_from_name
+
+    return torch.zeros(shape, dtype=dtype_from_name(dtype))

@@ -4,12 +4,16 @@
 * an INVALID_ARGUMENT whose details echo a long operator id reached the client as
   RESOURCE_EXHAUSTED ("received metadata size exceeds hard limit"), which means "retry";
 * a source nesting a few thousand levels deep made the agent's own parse raise RecursionError
-  or MemoryError: INTERNAL instead of the candidate's COMPILE_ERROR.
+  or MemoryError: INTERNAL instead of the candidate's COMPILE_ERROR;
+* a frame a candidate writes to the worker's result channel could make the agent's decoder
+  raise TypeError, ValueError, RuntimeError or RecursionError instead of CodecError: INTERNAL
+  instead of the candidate's RUNTIME_ERROR (end to end: test_fuzz_loader.py's explicit example).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,6 +23,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
+from device_agent.codec import CodecError, decode
 from device_agent.evaluation import Evaluator, InvalidRequest
 from device_agent.platforms.cpu import CpuPlatform
 from device_agent.rpc_guard import DETAILS_LIMIT_BYTES, UndecodableRequests, clip_details
@@ -169,3 +174,25 @@ def test_sources_too_deep_to_parse_are_compile_errors(expr: str) -> None:
     v = asyncio.run(ev.evaluate(EvalRequest("deep", "aten::add", source), time.monotonic() + 30))
     assert v.status is Status.COMPILE_ERROR, v
     assert "nests too deeply" in v.message
+
+
+MALFORMED_HEADERS = {
+    "tuple_of_int": b'{"body": {"__tuple__": 5}, "blobs": []}',
+    "dict_of_triples": b'{"body": {"__dict__": [[1, 2, 3]]}, "blobs": []}',
+    "unhashable_key": b'{"body": {"__dict__": [[[1], 2]]}, "blobs": []}',
+    "dict_of_none": b'{"body": {"__dict__": null}, "blobs": []}',
+    "deep": b'{"body": {"__dict__": [["x", ' + b"[" * 1000 + b"]" * 1000 + b"]]}, \"blobs\": []}",
+}
+
+
+@pytest.mark.parametrize("header", list(MALFORMED_HEADERS.values()), ids=list(MALFORMED_HEADERS))
+def test_malformed_frames_are_codec_errors(header: bytes) -> None:
+    with pytest.raises(CodecError):
+        decode(struct.pack("<I", len(header)) + header)
+
+
+def test_tensor_sizes_past_int64_are_codec_errors() -> None:
+    header = (b'{"body": {"__dict__": [["t", {"__tensor__": 0}]]}, "blobs": [{"dtype": "float32",'
+              b' "size": [0, 4611686018427387904, 2], "stride": [1, 1, 1], "nbytes": 0}]}')
+    with pytest.raises(CodecError):
+        decode(struct.pack("<I", len(header)) + header + struct.pack("<Q", 0))

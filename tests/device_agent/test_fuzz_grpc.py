@@ -49,6 +49,7 @@ from tests.device_agent.fuzzing import (
     seeded,
     sha256,
     varint,
+    weighted,
     wire_field,
 )
 
@@ -75,13 +76,6 @@ def _near(op_id: str) -> st.SearchStrategy[str]:
         op_id.replace("a", "\u0430"),  # Cyrillic a
         op_id + "\u200b",  # zero-width space
     ])
-
-
-def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
-    """One of ``choices``, each as often as its weight says (``st.one_of`` favours its first
-    branches): mostly valid values reach the deeper code, the odd ones still come often."""
-    return st.sampled_from([strategy for weight, strategy in choices
-                            for _ in range(weight)]).flatmap(lambda strategy: strategy)
 
 
 operator_ids = weighted(
