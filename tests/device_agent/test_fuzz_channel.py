@@ -39,7 +39,7 @@ def _header_frame(header: bytes) -> bytes:
     return struct.pack("<I", len(body)) + body
 
 
-@fuzz_settings(examples=400)
+@fuzz_settings(examples=300)
 @given(frame=frames())
 @example(frame=_header_frame(b'{"body": {"__tuple__": 5}, "blobs": []}'))
 @example(frame=_header_frame(b'{"body": {"__dict__": [[1, 2, 3]]}, "blobs": []}'))

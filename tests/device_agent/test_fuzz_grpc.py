@@ -284,6 +284,8 @@ def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | Non
                          else "stream cancelled"))
     if error is not None:
         code = rpc_code(error)
+        if code is grpc.StatusCode.UNAVAILABLE:  # draining, or gone: say which
+            agent.assert_alive()
         assert code in CLEAN_CODES, f"{code}: {rpc_details(error)[:500]}"
         if code is grpc.StatusCode.CANCELLED:
             assert cancelled, rpc_details(error)
@@ -443,6 +445,8 @@ def _raw_outcome(method: str, raw: bytes, timeout: float, agent: FuzzAgent) -> N
         assert request_type is not None and decodes(request_type, raw), "undecodable bytes answered"
         return
     code, details = rpc_code(error), rpc_details(error)[:300]
+    if code is grpc.StatusCode.UNAVAILABLE:
+        agent.assert_alive()
     if request_type is None:
         assert code is grpc.StatusCode.UNIMPLEMENTED, f"{code}: {details}"
     elif not decodes(request_type, raw):

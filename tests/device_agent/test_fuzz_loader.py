@@ -126,7 +126,6 @@ ENDINGS = [
     ("import signal\nsignal.raise_signal(signal.SIGSEGV)", ""),
     ("import ctypes\nctypes.string_at(0)", ""),
     ("import faulthandler\nfaulthandler._sigsegv()", ""),
-    ("import sys\nsys.setrecursionlimit(1_000_000)\ndef _r(n):\n    return _r(n + 1)\n_r(0)", ""),
     ("def _r(n):\n    return _r(n + 1)\n_r(0)", IMPORT_FAILS),
     ("x = bytearray(1 << 40)", IMPORT_FAILS), ("x = [0] * (1 << 40)", IMPORT_FAILS),
     ("x = str(10 ** 5000)", IMPORT_FAILS), ("exec('raise SystemExit(4)')", IMPORT_FAILS),
@@ -142,6 +141,8 @@ HANGS = [
     ("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)", ""),
     ("import device_agent.worker as _w\n_w.Channel.send = lambda self, msg: None", "TIMEOUT"),
     ("import socket\nsocket.socketpair()[0].recv(1)", ""),
+    # a million frames deep: tens of seconds to raise and format (the load stage's budget)
+    ("import sys\nsys.setrecursionlimit(1_000_000)\ndef _r(n):\n    return _r(n + 1)\n_r(0)", ""),
 ]
 terminal = weighted(
     (5, raising),
@@ -351,6 +352,8 @@ def evaluate_candidate(agent: FuzzAgent, cand: Candidate) -> agent_pb2.Verdict:
         v = agent.evaluate(req, HANG_DEADLINE_S if cand.hangs else DEADLINE_S)
     except grpc.RpcError as exc:
         error = exc
+    if error is not None:
+        agent.assert_alive()
     assert error is None, (f"gRPC error instead of a verdict: {rpc_code(error)}: "
                            f"{rpc_details(error)[:500]}")
     if currently_in_test_context():
