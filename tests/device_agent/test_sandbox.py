@@ -153,8 +153,10 @@ def test_import_path_and_working_directory_hold_nothing_writable(attacked: str) 
 def test_scratch_places_are_private_and_gone_after_the_job(attacked: str) -> None:
     first = uuid.uuid4().hex
     v = evaluate(attacked, _attack("sandbox_write_probe.py", MARKER=first, EARLIER="none"))
-    assert "planted=['/tmp', '/var/tmp', '/dev/shm', '/tmp/ray']" in v.message, v.message
-    for d in ("/tmp", "/var/tmp", "/dev/shm", "/tmp/ray"):
+    assert "planted=['/tmp', '/var/tmp', '/dev/shm', '/tmp/ray', '/run/lock']" in v.message, \
+        v.message
+    assert "run_entries=[]" in v.message, v.message  # no host daemon's socket in sight
+    for d in ("/tmp", "/var/tmp", "/dev/shm", "/tmp/ray", "/run/lock"):
         assert not Path(d, f"kgb-leak-{first}").exists(), f"{d} is shared with the host"
     v = evaluate(attacked, _attack("sandbox_write_probe.py", MARKER=uuid.uuid4().hex,
                                     EARLIER=first))
