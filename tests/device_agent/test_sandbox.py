@@ -83,11 +83,11 @@ def _forkserver(agent_pid: int) -> int:
 class _Agent:
     """A dedicated agent process (static layer off) started in ``cwd``."""
 
-    def __init__(self, cwd: Path, *args: str, workers: int = 1) -> None:
+    def __init__(self, cwd: Path, *args: str, workers: int = 1, repo: Path = REPO) -> None:
         self.platform = PLATFORM
         self.dir = Path(tempfile.mkdtemp(prefix="kgb-sandbox-agent-"))
         port_file = self.dir / "port"
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=str(repo))
         self.log = open(self.dir / "agent.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "device_agent", "serve", "--port", "0", "--platform", PLATFORM,
@@ -173,6 +173,41 @@ def test_a_module_planted_in_the_launch_directory_is_never_imported(
     _then_honest(agent.address)  # a fresh worker: the forkserver would restart and import here
     assert not list(launch.glob("pwned-uid-*")), "the planted module ran"
     assert _forkserver(agent.proc.pid) == forkserver, "a candidate crashed the forkserver"
+
+
+_WHERE_FROM = """
+import sys
+
+
+def add_Tensor(self, other, *, alpha=1):
+    files = {m.__file__ for n, m in list(sys.modules.items())
+             if n.split(".")[0] in ("device_agent", "operators", "protos")
+             and getattr(m, "__file__", None)}
+    elsewhere = sorted(f for f in files if not f.startswith("__CHECKOUT__/"))
+    raise RuntimeError(f"{len(files)} modules, from elsewhere: {elsewhere[:5]!r}")
+
+
+add_Scalar = add_out = add_Tensor
+"""
+
+
+def test_a_checkout_under_tmp_still_serves(agent_secret_env: None) -> None:
+    """The private /tmp must not hide the code the workers import (CI may clone under /tmp)."""
+    checkout = Path(tempfile.mkdtemp(prefix="kgb-checkout-"))
+    os.chmod(checkout, 0o755)
+    try:
+        for package in ("device_agent", "operators", "protos", "coordinator", "generators"):
+            shutil.copytree(REPO / package, checkout / package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        agent = _Agent(checkout, repo=checkout)
+        try:
+            v = evaluate(agent.address, _WHERE_FROM.replace("__CHECKOUT__", str(checkout)))
+            assert "modules, from elsewhere: []" in v.message, v.message
+            _then_honest(agent.address)
+        finally:
+            agent.stop()
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)
 
 
 # ---- descriptors ----------------------------------------------------------------------------
@@ -350,6 +385,14 @@ def test_the_import_path_keeps_only_what_nobody_else_can_write(tmp_path: Path) -
                              str(under_sticky), str(sticky_parent), str(other_owner),
                              str(tmp_path / "missing"), str(safe)])
     assert kept == (str(safe), str(under_sticky))
+
+
+def test_what_a_private_tmpfs_would_hide_is_bound_back() -> None:
+    from device_agent.sandbox import _hidden_by_private_dirs
+
+    assert _hidden_by_private_dirs(["/tmp/a/b", "/tmp/a", "/usr/lib", "/var/tmp/x",
+                                    "/tmpx/y", "/run/lock/z"]) == ["/run/lock/z", "/tmp/a",
+                                                                   "/var/tmp/x"]
 
 
 def test_untrusted_work_needs_root_or_the_unsafe_flag(monkeypatch: pytest.MonkeyPatch) -> None:
