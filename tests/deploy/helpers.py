@@ -4,11 +4,13 @@ the dashboard's queries, and tools from Debian packages (Prometheus, promtool, d
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -151,3 +153,23 @@ def debian_tool(binary: str, package: str, what: str = "") -> str:
     if not found:
         unavailable(f"`apt-get install {package}` did not provide {binary}:\n{out}", package, what)
     return found
+
+
+# -- the agent's command line -------------------------------------------------------------------
+
+
+@functools.cache
+def serve_help() -> str:
+    """``python -m device_agent serve --help``."""
+    return subprocess.run([sys.executable, "-m", "device_agent", "serve", "--help"],
+                          capture_output=True, text=True, timeout=120, check=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+
+
+def assert_serve_flags(argv: list[str], where: str) -> None:
+    """``argv`` (after the program) is ``serve`` with flags the agent's parser knows."""
+    assert argv and argv[0] == "serve", f"{where}: {argv}"
+    flags = [a.split("=")[0] for a in argv if a.startswith("--")]
+    unknown = [f for f in flags
+               if not re.search(rf"(^|[\s,]){re.escape(f)}(?=[\s,=]|$)", serve_help(), re.M)]
+    assert not unknown, f"{where}: `python -m device_agent serve` has no {unknown}"
