@@ -303,8 +303,10 @@ def _stage(root: Path) -> Path:
 
 
 def _clean_env() -> dict[str, str]:
-    """This process's environment without what points into the development environment."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    """This process's environment without what points into the development environment, and
+    without the interpreter mode the test session sets (an image build has no such variable)."""
+    drop = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "TRITON_INTERPRET")
+    return {k: v for k, v in os.environ.items() if k not in drop}
 
 
 @pytest.fixture(scope="module")
