@@ -49,6 +49,10 @@ class LocalAgent:
                "--platform", self.platform, "--port-file", str(self.port_file)]
         if self.workers:
             cmd += ["--workers", str(self.workers)]
+        if os.geteuid() != 0 and "--unsafe-sandbox" not in self.extra_args:
+            # The sandbox needs root; a local agent of a normal user evaluates the user's own
+            # (trusted) candidates, as before it had one.
+            cmd.append("--unsafe-sandbox")
         cmd += list(self.extra_args)
         env = dict(os.environ)
         env.update(self.extra_env)

@@ -40,10 +40,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="the address the coordinator should dial (default: --host and the bound "
                         "port; this host's name when --host is 0.0.0.0 or ::)")
     s.add_argument("--worker-memory-gb", type=float, default=8.0,
-                   help="address-space limit per worker on platforms without a GPU (default 8)")
-    s.add_argument("--no-private-uid", action="store_true",
-                   help="when root, do not run each worker as its own uid (disables the "
-                        "process-count limit and the private network namespace)")
+                   help="memory limit of each worker's cgroup (its resident memory, compilers "
+                        "and private /tmp included; default 8)")
+    s.add_argument("--unsafe-sandbox", action="store_true",
+                   help="TRUSTED CODE ONLY: run workers without the sandbox's private uid, "
+                        "namespaces and cgroup (descriptors, no_new_privs, limits and the seccomp "
+                        "filter stay). The only way a non-root agent runs candidates "
+                        "(docs/security.md)")
     s.add_argument("--disable-layer", action="append", default=[], metavar="LAYER",
                    choices=sorted(LAYERS),
                    help="switch an anti-cheat layer off, repeatable (to test the others on their "
@@ -105,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from device_agent.sandbox import SandboxSettings
 
-    limits = SandboxSettings(drop_user=not args.no_private_uid,
-                             private_network=not args.no_private_uid,
+    limits = SandboxSettings(isolate=not args.unsafe_sandbox,
                              memory_bytes=int(args.worker_memory_gb * (1 << 30)))
+    if args.unsafe_sandbox:
+        print("kgb agent: WARNING: --unsafe-sandbox: candidates run without a private uid, "
+              "namespaces or cgroup; evaluate trusted code only", file=sys.stderr)
     settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
                              workers_per_device=args.workers, max_queue=args.max_queue,
                              port_file=args.port_file, work_root=args.work_dir, sandbox=limits,

@@ -71,6 +71,8 @@ LAYERS = tuple(_LAYER_DOCS)
 PROBED_CASES = 2  # informative cases that also get a ghost replay and a determinism re-run
 MAX_SOURCE_BYTES = 1 << 20
 LOG_LIMIT = 8000
+WORKER_ATTEMPTS = 3  # workers tried for one job when each dies before taking it
+WORKER_ACK_S = 30.0  # a live worker acknowledges its job at once; silence this long is a loss
 LAUNCH_BOUND_US = 10.0
 FLOOR_MARGIN = 1.10  # a time under the datasheet floor by more than this is impossible
 
@@ -382,24 +384,36 @@ class Evaluator:
             enter("inputs")
             prepared = await self.host.prepare(self._prepare, spec, chash, text)
             report(Stage.QUEUED)
-            pool_index = min(range(len(self.pools)),
-                             key=lambda i: self.pools[i].busy + self.pools[i].waiting)
-            pool = self.pools[pool_index]
-            try:
-                worker = await asyncio.wait_for(pool.acquire(), timeout=left())
-            except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
-                return self._verdict(spec, chash, req, Status.INFRA_ERROR, no_worker, t0)
-            except WorkerStartError as exc:
-                return self._verdict(spec, chash, req, Status.INFRA_ERROR,
-                                     f"worker could not start: {exc}", t0)
-            if worker.ready.get("system"):
-                self.datasheet = SystemInfo(**worker.ready["system"])
-                self.system = self._with_peaks(self.datasheet)
-            try:
-                verdict = await self._run(worker, pool_index, prepared, req, deadline, t0, report)
-            finally:
-                enter("cleanup")
-                await pool.release(worker)
+            for attempt in range(1, WORKER_ATTEMPTS + 1):
+                pool_index = min(range(len(self.pools)),
+                                 key=lambda i: self.pools[i].busy + self.pools[i].waiting)
+                pool = self.pools[pool_index]
+                try:
+                    worker = await asyncio.wait_for(pool.acquire(), timeout=left())
+                except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
+                    return self._verdict(spec, chash, req, Status.INFRA_ERROR, no_worker, t0)
+                except WorkerStartError as exc:
+                    return self._verdict(spec, chash, req, Status.INFRA_ERROR,
+                                         f"worker could not start: {exc}", t0)
+                if worker.ready.get("system"):
+                    self.datasheet = SystemInfo(**worker.ready["system"])
+                    self.system = self._with_peaks(self.datasheet)
+                try:
+                    verdict = await self._run(worker, pool_index, prepared, req, deadline, t0,
+                                              report)
+                    break
+                except _WorkerLost as exc:  # the system's failure: another worker, same job
+                    log.warning("%s %s: worker %d lost before taking the job (%s); attempt %d "
+                                "of %d", spec.ref, chash[:12], worker.pid, exc, attempt,
+                                WORKER_ATTEMPTS)
+                    if self.metrics is not None:
+                        self.metrics.worker_lost(pool_index, "before_job")
+                    verdict = self._verdict(
+                        spec, chash, req, Status.INFRA_ERROR,
+                        f"{attempt} worker(s) died before taking the candidate; last: {exc}", t0)
+                finally:
+                    enter("cleanup")
+                    await pool.release(worker)
         finally:
             admission.release()
         log.info("%s %s %s in %.1fs (%s)%s", spec.ref, chash[:12], verdict.status.name,
@@ -451,16 +465,17 @@ class Evaluator:
             except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
                 code = None
             how = _describe_exit(code)
-            return verdict(Status.RUNTIME_ERROR, f"worker {how} during {stage} without a result",
-                           log=_tail(worker.log_tail()))
+            return verdict(Status.RUNTIME_ERROR, f"worker {how} during {stage} without a result"
+                           f"{worker.death_note()}", log=_tail(worker.log_tail()))
 
         results: list[CaseResult] = []
         stage = "load"
+        report(Stage.LOAD)
+        await self._hand_over(worker, nonce, {
+            "type": "job", "nonce": nonce, "operator_id": spec.id, "path": str(path),
+            "module_name": module_name, "n_calls": len(p.calls), "layers": sorted(self.layers)},
+            self._stage_deadline(self.budgets.load_s, deadline))
         try:
-            report(Stage.LOAD)
-            await worker.send({"type": "job", "nonce": nonce, "operator_id": spec.id,
-                               "path": str(path), "module_name": module_name,
-                               "n_calls": len(p.calls), "layers": sorted(self.layers)})
             msg = await recv(self._stage_deadline(self.budgets.load_s, deadline))
             if msg.get("type") == "load_error":
                 what = {"syntax": "does not parse", "import": "fails to import",
@@ -639,6 +654,23 @@ class Evaluator:
         except _TimingFailed as exc:
             return verdict(Status.RUNTIME_ERROR, f"timing failed: {exc.message}",
                            cases=tuple(results), log=_tail(exc.traceback))
+
+    @staticmethod
+    async def _hand_over(worker: Worker, nonce: str, job: dict[str, Any], deadline: float) -> None:
+        """Give ``worker`` its job and wait for its acknowledgement, sent before any candidate
+        code runs: a worker that dies or stalls before it is lost to the system, never the
+        candidate's fault (raises :class:`_WorkerLost`)."""
+        try:
+            await worker.send(job)
+            msg = await asyncio.wait_for(worker.recv(), timeout=max(0.001, min(
+                WORKER_ACK_S, deadline - time.monotonic())))
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError, CodecError) as exc:
+            raise _WorkerLost(f"{type(exc).__name__}, worker {_describe_exit(worker.proc.returncode)}"
+                              f"{worker.death_note()}") from None
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
+            raise _WorkerLost(f"no acknowledgement within {WORKER_ACK_S:.0f}s") from None
+        if msg.get("type") != "accepted" or msg.get("nonce") != nonce:
+            raise _WorkerLost(f"unexpected first message {msg.get('type')!r}")
 
     def _runtime_findings(self, p: _Prepared, i: int, msg: dict[str, Any]) -> tuple[Finding, ...]:
         """What the worker's runtime layers saw during case ``i`` (empty when nothing)."""
@@ -936,6 +968,10 @@ class Evaluator:
         return 100.0 * floor_s / (median_us * 1e-6)
 
 
+class _WorkerLost(Exception):
+    """A worker died (or stalled) before acknowledging its job: no candidate code had run."""
+
+
 class _Forged(Exception):
     pass
 
@@ -948,6 +984,10 @@ async def _ends_inside(worker: Worker) -> AsyncIterator[None]:
     uses the device: neither may overlap a case that a neighbour times next."""
     try:
         yield
+    except (EOFError, asyncio.IncompleteReadError, ConnectionError):
+        # The worker is gone already: let its shim report how it died before the kill.
+        await worker.end(grace=1.0)
+        raise
     except BaseException:
         await worker.end()
         raise

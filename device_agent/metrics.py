@@ -25,6 +25,7 @@ from protos.records import Status
 STAGES = ("static", "inputs", "queued", "load", "correctness", "timing", "cleanup")
 WORKER_STATES = ("ready", "busy", "starting")
 REJECT_REASONS = ("invalid_argument", "queue_full", "draining")
+WORKER_LOST_WHEN = ("idle", "before_job")
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320)
 START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120)
 WORKER_CPU_PHASES = ("start", "job")
@@ -88,6 +89,10 @@ class AgentMetrics:
         self.worker_start_failures = Counter("kgb_agent_worker_start_failures_total",
                                              "Worker starts that failed (retried with back-off)",
                                              ["platform", "device"], registry=r)
+        self.worker_lost_total = Counter("kgb_agent_worker_lost_total",
+                                         "Warm workers found dead (idle) or dead before taking "
+                                         "their job (before_job): replaced, the job retried",
+                                         ["platform", "device", "when"], registry=r)
         self.worker_start_seconds = Histogram("kgb_agent_worker_start_seconds",
                                               "Start-up time of a replacement worker (fork to ready)",
                                               ["platform"], registry=r, buckets=START_BUCKETS)
@@ -139,6 +144,8 @@ class AgentMetrics:
             d = str(pool.device_index)
             self.worker_restarts.labels(p, d)
             self.worker_start_failures.labels(p, d)
+            for when in WORKER_LOST_WHEN:
+                self.worker_lost_total.labels(p, d, when)
             self.timing_lock_wait.labels(p, d)
             for phase in WORKER_CPU_PHASES:
                 for part in WORKER_CPU_PARTS:
@@ -182,6 +189,12 @@ class AgentMetrics:
 
     def worker_start_failed(self, device: int) -> None:
         self.worker_start_failures.labels(self.platform, str(device)).inc()
+
+    def worker_lost(self, device: int, when: str) -> None:
+        """A warm worker found dead (``idle``) or dead before it took its job (``before_job``):
+        replaced, and its candidate retried on another — never the candidate's verdict."""
+        if when in WORKER_LOST_WHEN:
+            self.worker_lost_total.labels(self.platform, str(device), when).inc()
 
     def worker_cpu(self, device: int, cpu: WorkerCpuView) -> None:
         """A used worker's CPU seconds, as the pool read them when it took the worker back."""

@@ -30,12 +30,13 @@ from grpc_reflection.v1alpha import reflection
 
 import operators
 from device_agent import launchers
+from device_agent.cgroups import CgroupHost
 from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets
 from device_agent.host_work import HostBudget, HostWork, limit_torch_threads
 from device_agent.launchers import LauncherBuilder
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
-from device_agent.sandbox import SandboxSettings
+from device_agent.sandbox import SandboxSettings, is_root, trusted_sys_path
 from device_agent.workers import WorkerPool
 from protos import convert
 from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
@@ -304,6 +305,21 @@ def _registrar(settings: AgentSettings, port: int, service: DeviceAgentService) 
                      service.describe, lambda: service.draining)
 
 
+def _sandbox_host(limits: SandboxSettings) -> CgroupHost | None:
+    """Check that this host can sandbox untrusted code, before anything starts: root (private
+    uids, namespaces), cgroups it may write, and an import path nobody else can write (the
+    workers are forked with it). Returns the agent's control groups (None with
+    --unsafe-sandbox)."""
+    sys.path[:] = trusted_sys_path()
+    if not limits.isolate:
+        return None
+    if not is_root():
+        raise RuntimeError("the sandbox for untrusted candidates needs root (a private uid per "
+                           "worker, namespaces, cgroups); run the agent as root, or pass "
+                           "--unsafe-sandbox to run trusted code without it")
+    return CgroupHost.create()
+
+
 def default_workers(platform: Platform) -> int:
     return 2 if platform.name == "cpu" else 4
 
@@ -336,6 +352,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
                                f"({exc.strerror or exc}); choose another --metrics-port "
                                "(or 0 for a free one)") from None
 
+    cgroups = _sandbox_host(settings.sandbox)  # after the bind: its failures leave nothing behind
     work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
     work_root.mkdir(parents=True, exist_ok=True)
     import tempfile
@@ -350,7 +367,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     budget = HostBudget.for_host(size * devices)
     pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
                         peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None,
-                        host_threads=budget.intra_op_threads)
+                        host_threads=budget.intra_op_threads, cgroups=cgroups)
              for i in range(devices)]
     if settings.host_threads is not None:
         budget = replace(budget, intra_op_threads=settings.host_threads)
@@ -444,6 +461,8 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)
+    if cgroups is not None:
+        cgroups.close()
     if metrics is not None:
         metrics.close()
     print("kgb agent stopped", file=sys.stderr, flush=True)

@@ -358,21 +358,26 @@ def run_job(ch: Channel, job: dict[str, Any], platform: Any) -> None:
 
 
 def worker_entry(sock: socket.socket, platform_name: str, env: dict[str, str], log_path: str,
-                 workdir: str) -> None:
+                 plan: Any) -> None:
     """Body of a worker process forked by the agent's forkserver (torch and triton preloaded).
 
-    Leaves the forkserver's session (the agent kills the whole group), sends stdout/stderr to
-    the log, replaces the environment with the one the agent built, and serves one candidate.
+    Builds the sandbox's first phase (``sandbox.isolate``: descriptors, import path, cgroup,
+    no_new_privs, namespaces, private mounts, PID 1 of its own namespace), takes the environment
+    the agent built for it, and serves one candidate.
     """
-    os.setsid()
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    from device_agent import sandbox
+
+    ch = Channel(sock)
+    try:
+        sandbox.isolate(plan, sock.fileno(), log_path)
+    except BaseException as exc:  # noqa: BLE001 - a broken start is reported, not raised
+        with contextlib.suppress(OSError):
+            ch.send({"type": "start_error", "message": f"sandbox: {type(exc).__name__}: {exc}",
+                     "traceback": _tb(exc)})
+        os._exit(70)
     os.environ.clear()
     os.environ.update(env)
-    os.chdir(workdir)
-    code = serve(Channel(sock), platform_name)
+    code = serve(ch, platform_name, plan)
     sys.stdout.flush()
     sys.stderr.flush()
     # Leave without running the candidate's atexit hooks or finalisers.
@@ -411,8 +416,8 @@ def _device_section(ch: Channel) -> Iterator[None]:
         ch.send({"type": "device_released"})
 
 
-def serve(ch: Channel, platform_name: str) -> int:
-    """Warm up, apply the sandbox, report ready, then run one job. Returns an exit code."""
+def serve(ch: Channel, platform_name: str, plan: Any) -> int:
+    """Warm up, lock the sandbox down, report ready, then run one job. Returns an exit code."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps from crashing candidates
     try:
         from device_agent.platforms import resolve
@@ -432,18 +437,18 @@ def serve(ch: Channel, platform_name: str) -> int:
         peaks = _measure_peaks_if_asked(ch, platform, system)
         from device_agent import sandbox
 
-        limits = sandbox.apply()
+        applied = sandbox.lock_down(plan)
         try:
             if platform.compiles_kernels:
                 compile_warm_kernel(platform.torch_device)  # host work: off the device's gate
             with _device_section(ch):
                 warm_kernel(platform.torch_device)
         except Exception as exc:
-            hint = (" (agent option --no-private-uid runs workers as the agent's user)"
-                    if os.environ.get("KGB_SANDBOX_UID") else "")
+            hint = (" (agent option --unsafe-sandbox runs trusted code without the sandbox)"
+                    if plan.isolate else "")
             raise RuntimeError(f"warm-up kernel failed inside the sandbox: {exc}{hint}") from exc
         ch.send({"type": "ready", "pid": os.getpid(), "system": system,
-                 "sandbox": asdict(limits), **peaks})
+                 "sandbox": asdict(applied), **peaks})
     except BaseException as exc:  # noqa: BLE001 - reported to the agent as a broken start
         with contextlib.suppress(OSError):
             ch.send({"type": "start_error", "message": f"{type(exc).__name__}: {exc}",
@@ -454,5 +459,6 @@ def serve(ch: Channel, platform_name: str) -> int:
     except EOFError:
         return 0
     ch.nonce = str(job.get("nonce", ""))
+    ch.send({"type": "accepted"})  # before any candidate code: a death before this is ours
     run_job(ch, job, platform)
     return 0

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from device_agent import launchers, sandbox
+from device_agent import launchers, sandbox, worker_uids
+from device_agent.cgroups import CgroupHost, JobCgroup
 from device_agent.codec import encode, read_message
 from device_agent.device_gate import DeviceGate
 from device_agent.platforms import Platform
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 
 LOG_TAIL_BYTES = 4000
 READY_TIMEOUT_S = 120.0
+STARTING_TASKS = 4096  # a starting worker's task limit; tightened to its own + headroom at ready
 # Environment variables a worker keeps; everything else (secrets included) is dropped.
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
              "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_CACHE_DIR", "TRITON_HOME", "NVIDIA_VISIBLE_DEVICES",
@@ -69,22 +72,27 @@ def _scrubbed_env() -> dict[str, str]:
     return env
 
 
-def ensure_forkserver(import_env: dict[str, str]) -> multiprocessing.context.BaseContext:
+def ensure_forkserver(import_env: dict[str, str],
+                      sys_path: tuple[str, ...]) -> multiprocessing.context.BaseContext:
     """Start the forkserver once, with only the allow-listed environment (so no secret of the
     agent's environment is ever visible in a worker, not even in /proc/self/environ) plus what
-    the platform needs at import time. One agent serves one platform, so one forkserver does."""
+    the platform needs at import time, and with the vetted import path (the forkserver runs as
+    root: it must never import from a directory a candidate could write). One agent serves one
+    platform, so one forkserver does."""
     ctx = multiprocessing.get_context("forkserver")
     with _forkserver_lock:
         ctx.set_forkserver_preload(_PRELOAD)
-        saved = dict(os.environ)
+        saved, saved_path = dict(os.environ), list(sys.path)
         try:
             os.environ.clear()
             os.environ.update(_scrubbed_env())
             os.environ.update(import_env)
+            sys.path[:] = sys_path
             multiprocessing.forkserver.ensure_running()
         finally:
             os.environ.clear()
             os.environ.update(saved)
+            sys.path[:] = saved_path
     return ctx
 
 
@@ -144,17 +152,24 @@ class WorkerStartError(RuntimeError):
 
 
 class Worker:
-    """One started worker process and the agent's end of its channel."""
+    """One started worker process and the agent's end of its channel.
+
+    ``proc`` is what the forkserver started: an isolated worker's shim, whose child
+    (``main_pid``) is PID 1 of the worker's own PID namespace and serves the candidate."""
 
     def __init__(self, proc: _Child, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter, workdir: Path, log_path: Path,
-                 uid: int | None = None) -> None:
+                 plan: sandbox.SandboxPlan, cgroup: JobCgroup | None = None,
+                 memory_bytes: int = 0) -> None:
         self.proc = proc
-        self.uid = uid
+        self.plan = plan
+        self.cgroup = cgroup
+        self.memory_bytes = memory_bytes
         self.reader = reader
         self.writer = writer
         self.workdir = workdir
         self.log_path = log_path
+        self.main_pid = proc.pid
         self.ready: dict[str, Any] = {}
         self.cpu_at_ready: tuple[float, float] | None = None
         self.cpu: WorkerCpu | None = None  # set when the pool takes the worker back
@@ -162,6 +177,10 @@ class Worker:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def uid(self) -> int | None:
+        return self.plan.uid
 
     async def send(self, msg: dict[str, Any]) -> None:
         self.writer.write(encode(msg))
@@ -180,34 +199,55 @@ class Worker:
         except OSError:
             return ""
 
+    def death_note(self) -> str:
+        """Why the worker's processes died, where the agent can tell (the kernel's OOM killer
+        acting on the job's memory limit); empty otherwise."""
+        if self.cgroup is not None and self.cgroup.oom_kills() > 0:
+            return (f"; the job reached its memory limit ({self.memory_bytes / (1 << 30):.1f} GiB) "
+                    "and the kernel killed it")
+        return ""
+
     def _signal_all(self, sig: int) -> None:
-        """``sig`` to the worker's whole process group, and to every process of its private uid
-        (children that left the group included)."""
+        """``sig`` to the shim's process group and to every process of the worker's PID
+        namespace (children that left the group included, whatever uid they have)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.proc.pid, sig)
-        sandbox.signal_uid(self.uid, sig)
+        if self.plan.isolate and self.main_pid != self.proc.pid:
+            for pid in sandbox.namespace_members(self.main_pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
 
     def kill(self) -> None:
-        """SIGKILL every process of the worker."""
+        """SIGKILL every process of the worker (its cgroup's, when it has one)."""
         self._signal_all(signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
 
     def freeze(self) -> None:
-        """Stop every process of the worker now (SIGSTOP: no more host work, no new launches)
-        but leave its device context alone: tearing a context down uses the device, so the
-        SIGKILL comes from :meth:`dispose`, run while the device's gate is held."""
-        self._signal_all(signal.SIGSTOP)
+        """Stop every process of the worker now (no more host work, no new launches) but leave
+        its device context alone: tearing a context down uses the device, so the SIGKILL comes
+        from :meth:`dispose`, run while the device's gate is held."""
+        if self.cgroup is not None:
+            self.cgroup.freeze()
+        else:
+            self._signal_all(signal.SIGSTOP)
 
-    async def end(self, timeout: float = 10.0) -> None:
-        """Kill now and wait for the exit, in which its device context is torn down: for a
-        caller that holds the device's gate and must not give it back before then."""
+    async def end(self, timeout: float = 10.0, grace: float = 0.0) -> None:
+        """Kill now (or after ``grace`` seconds, for a worker that is exiting by itself, so its
+        own exit status is kept) and wait for the exit, in which its device context is torn
+        down: for a caller that holds the device's gate and must not give it back before then."""
+        if grace > 0:
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), timeout=grace)
         self.kill()
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # distinct on 3.10
             await asyncio.wait_for(self.proc.wait(), timeout=timeout)
 
     async def dispose(self) -> int | None:
-        """Kill, reap and remove the worker's private directory. Returns its exit code."""
+        """Kill, reap and remove the worker's private directory and groups. Returns its exit
+        code."""
         self.kill()
         with contextlib.suppress(Exception):
             self.writer.close()
@@ -215,9 +255,12 @@ class Worker:
             code = await asyncio.wait_for(self.proc.wait(), timeout=10)
         except (TimeoutError, asyncio.TimeoutError):  # distinct classes on Python 3.10
             code = None
-        sandbox.kill_uid(self.uid)  # anything forked between the kill and the reap
+        if self.cgroup is not None:  # anything forked between the kill and the reap
+            await asyncio.to_thread(self.cgroup.kill)
+            if not await asyncio.to_thread(self.cgroup.remove):
+                log.warning("worker cgroup %s not empty after the kill", self.cgroup.procs_files)
         shutil.rmtree(self.workdir, ignore_errors=True)
-        sandbox.release_uid(self.uid)
+        worker_uids.release_uid(self.plan.uid)
         with contextlib.suppress(OSError):
             self.log_path.unlink()
         return code
@@ -239,42 +282,73 @@ async def _until_ready(worker: Worker, gate: DeviceGate | None) -> dict[str, Any
             return msg  # a failed start reports itself after the release; a dead one raises
 
 
-async def start_worker(platform: Platform, device_index: int, root: Path,
-                       limits: sandbox.SandboxSettings | None = None,
-                       peaks_cache_dir: Path | None = None,
-                       host_threads: int | None = None,
-                       gate: DeviceGate | None = None) -> Worker:
-    """Start one worker and wait for its ready message. ``host_threads``: torch CPU threads
-    of the worker (default: a quarter of the cores, 1-4). ``gate``: the device's, held shared
-    while the starting worker uses the device (None: nothing is timed meanwhile)."""
-    limits = limits or sandbox.SandboxSettings()
-    uid = sandbox.next_uid(limits)
-    workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
-    sandbox.prepare_workdir(workdir, uid)
-    # The log lives outside the worker's directory, so the candidate cannot swap it.
-    log_path = root / f"{workdir.name}.log"
-    parent_sock, child_sock = socket.socketpair()
+def _plan(limits: sandbox.SandboxSettings, platform: Platform, root: Path, workdir: Path,
+          driver_cache: Path, cgroup: JobCgroup | None) -> sandbox.SandboxPlan:
+    uid = worker_uids.next_uid() if limits.isolate else None
+    memory = limits.memory_bytes
+    return sandbox.SandboxPlan(
+        isolate=limits.isolate, uid=uid, sys_path=sandbox.trusted_sys_path(),
+        cgroup_procs=cgroup.procs_files if cgroup is not None else (),
+        agent_root=str(root), writable=(str(driver_cache),) if limits.isolate else (),
+        home=sandbox.PRIVATE_HOME if limits.isolate else str(workdir),
+        # CUDA reserves huge address ranges: only the cpu platform gets an address-space limit.
+        address_space_bytes=0 if platform.timings_meaningful
+        else memory + sandbox.ADDRESS_SPACE_HEADROOM,
+        file_bytes=limits.file_bytes, extra_processes=limits.extra_processes,
+        tmp_bytes=limits.tmp_bytes)
+
+
+def _worker_env(platform: Platform, device_index: int, plan: sandbox.SandboxPlan, root: Path,
+                driver_cache: Path, host_threads: int | None,
+                peaks_cache_dir: Path | None) -> dict[str, str]:
     env = _scrubbed_env()
     env.update(platform.worker_env(device_index))
-    env.update(limits.env(uid, limit_memory=not platform.timings_meaningful))
-    env["HOME"] = str(workdir)
+    env["HOME"] = plan.home
+    env["TRITON_CACHE_DIR"] = f"{plan.home}/.triton"  # private: no cache poisoning across candidates
+    if plan.isolate:
+        env["TMPDIR"] = "/tmp"  # the worker's own tmpfs; the agent's TMPDIR is read-only there
     env["KGB_WORKER_THREADS"] = str(host_threads or max(1, min(4, (os.cpu_count() or 1) // 4)))
-    env["TRITON_CACHE_DIR"] = str(workdir / ".triton")  # private: no cache poisoning across candidates
     # Triton's compiled driver helpers, shared by this agent's workers: written only before a
     # worker drops privileges, read-only to candidates (see platforms.cuda.load_triton_driver).
-    driver_cache = root / "triton-driver"
-    driver_cache.mkdir(mode=0o755, exist_ok=True)
     env["KGB_TRITON_DRIVER_CACHE"] = str(driver_cache)
     # Triton's kernel launchers, built by the agent and read-only to workers (device_agent.launchers).
     env["KGB_TRITON_LAUNCHERS"] = str(launchers.shared_dir(root))
     if peaks_cache_dir is not None:
         env["KGB_PEAKS_CACHE_DIR"] = str(peaks_cache_dir)
+    return env
+
+
+async def start_worker(platform: Platform, device_index: int, root: Path,
+                       limits: sandbox.SandboxSettings | None = None,
+                       peaks_cache_dir: Path | None = None,
+                       host_threads: int | None = None,
+                       gate: DeviceGate | None = None,
+                       cgroups: CgroupHost | None = None) -> Worker:
+    """Start one worker and wait for its ready message. ``host_threads``: torch CPU threads
+    of the worker (default: a quarter of the cores, 1-4). ``gate``: the device's, held shared
+    while the starting worker uses the device (None: nothing is timed meanwhile). ``cgroups``:
+    the agent's, for the worker's own group (None: no group, e.g. --unsafe-sandbox)."""
+    limits = limits or sandbox.SandboxSettings()
+    workdir = Path(tempfile.mkdtemp(prefix="w-", dir=root))
+    driver_cache = root / "triton-driver"
+    driver_cache.mkdir(mode=0o755, exist_ok=True)
+    cgroup = (cgroups.job(workdir.name, limits.memory_bytes, STARTING_TASKS)
+              if cgroups is not None else None)
+    plan = _plan(limits, platform, root, workdir, driver_cache, cgroup)
+    if plan.uid is not None:  # the worker reads its candidate there (group), cannot write it
+        os.chown(workdir, 0, plan.uid)
+        os.chmod(workdir, 0o750)
+    # The log lives outside the worker's directory, so the candidate cannot swap it.
+    log_path = root / f"{workdir.name}.log"
     log_path.touch(mode=0o600)
+    env = _worker_env(platform, device_index, plan, root, driver_cache, host_threads,
+                      peaks_cache_dir)
+    parent_sock, child_sock = socket.socketpair()
     from device_agent.worker import worker_entry
 
-    ctx = await asyncio.to_thread(ensure_forkserver, platform.import_env())
+    ctx = await asyncio.to_thread(ensure_forkserver, platform.import_env(), plan.sys_path)
     mp_proc = ctx.Process(target=worker_entry,  # type: ignore[attr-defined]
-                          args=(child_sock, platform.name, env, str(log_path), str(workdir)),
+                          args=(child_sock, platform.name, env, str(log_path), plan),
                           name="kgb-worker")
     try:
         await asyncio.to_thread(mp_proc.start)
@@ -282,7 +356,7 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
         child_sock.close()
     proc = _Child(mp_proc)
     reader, writer = await asyncio.open_connection(sock=parent_sock, limit=1 << 20)
-    worker = Worker(proc, reader, writer, workdir, log_path, uid)
+    worker = Worker(proc, reader, writer, workdir, log_path, plan, cgroup, limits.memory_bytes)
     try:
         msg = await asyncio.wait_for(_until_ready(worker, gate), timeout=READY_TIMEOUT_S)
     except (TimeoutError, asyncio.TimeoutError, EOFError, asyncio.IncompleteReadError,
@@ -296,7 +370,11 @@ async def start_worker(platform: Platform, device_index: int, root: Path,
         raise WorkerStartError(f"worker failed to start: {msg.get('message')}\n"
                                f"{msg.get('traceback', '')}\nworker log:\n{tail}")
     worker.ready = msg
-    worker.cpu_at_ready = cpu_seconds(worker.pid)
+    if plan.isolate:
+        worker.main_pid = sandbox.child_of(worker.pid) or worker.pid
+    if cgroup is not None:  # the warm worker's own tasks, plus room for compilers and threads
+        cgroup.limit_tasks(cgroup.tasks() + limits.extra_processes)
+    worker.cpu_at_ready = cpu_seconds(worker.main_pid)
     return worker
 
 
@@ -307,7 +385,8 @@ class WorkerPool:
 
     def __init__(self, platform: Platform, device_index: int, size: int, root: Path,
                  limits: sandbox.SandboxSettings | None = None,
-                 peaks_cache_dir: Path | None = None, host_threads: int | None = None) -> None:
+                 peaks_cache_dir: Path | None = None, host_threads: int | None = None,
+                 cgroups: CgroupHost | None = None) -> None:
         if size < 1:
             raise ValueError("pool size must be >= 1")
         self.platform = platform
@@ -317,6 +396,7 @@ class WorkerPool:
         self.limits = limits or sandbox.SandboxSettings()
         self.peaks_cache_dir = peaks_cache_dir  # the first worker measures peaks when uncached
         self.host_threads = host_threads  # torch CPU threads per worker (None: start_worker's)
+        self.cgroups = cgroups  # the agent's control groups (None: workers get none)
         self.measured_peaks: dict[str, Any] = {}
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._closed = False
@@ -338,7 +418,8 @@ class WorkerPool:
         """Start ``size`` workers and wait until all are ready (raises if none can start)."""
         results = await asyncio.gather(
             *(start_worker(self.platform, self.device_index, self.root, self.limits,
-                           self.peaks_cache_dir if i == 0 else None, self.host_threads)
+                           self.peaks_cache_dir if i == 0 else None, self.host_threads,
+                           cgroups=self.cgroups)
               for i in range(self.size)),
             return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -372,7 +453,7 @@ class WorkerPool:
                 began = time.monotonic()
                 w = await start_worker(self.platform, self.device_index, self.root,
                                        self.limits, host_threads=self.host_threads,
-                                       gate=self.gate)
+                                       gate=self.gate, cgroups=self.cgroups)
             except WorkerStartError as exc:
                 if self.metrics is not None:
                     self.metrics.worker_start_failed(self.device_index)
@@ -399,12 +480,19 @@ class WorkerPool:
         return len(self._tasks)
 
     async def acquire(self) -> Worker:
-        """A ready worker for one candidate. Starts its replacement immediately."""
+        """A ready, live worker for one candidate. Starts its replacement immediately. A warm
+        worker that died while it waited (killed by someone, the OOM killer) is replaced, never
+        handed out."""
         self.waiting += 1
         try:
             await self._slots.acquire()
             try:
                 w = await self._ready.get()
+                while w.proc.returncode is not None:
+                    log.warning("warm worker %d died while idle (exit %s); replacing it",
+                                w.pid, w.proc.returncode)
+                    self._discard(w)
+                    w = await self._ready.get()
             except BaseException:
                 self._slots.release()
                 raise
@@ -414,6 +502,15 @@ class WorkerPool:
         self._spawn_replacement()
         return w
 
+    def _discard(self, w: Worker) -> None:
+        """Dispose of a dead warm worker in the background and start its replacement."""
+        if self.metrics is not None:
+            self.metrics.worker_lost(self.device_index, "idle")
+        self._spawn_replacement()
+        task = asyncio.get_running_loop().create_task(self._reap(w))
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
+
     async def release(self, w: Worker) -> None:
         """Dispose of a used worker (workers are never reused). Its processes are stopped at
         once; the kill and the reaping go on in the background, under the device's gate (a CUDA
@@ -421,7 +518,7 @@ class WorkerPool:
         candidate's verdict waits for neither."""
         self.busy -= 1
         self._slots.release()
-        done = cpu_seconds(w.pid)
+        done = cpu_seconds(w.main_pid)
         if done is not None and w.cpu_at_ready is not None:
             (so, sc), (do, dc) = w.cpu_at_ready, done
             w.cpu = WorkerCpu(so, sc, max(0.0, do - so), max(0.0, dc - sc))

@@ -48,11 +48,17 @@ def agent() -> None:
 @click.option("--host-threads", type=click.IntRange(1, 256), default=None, metavar="N",
               help="torch CPU threads for the agent's own work (inputs, references, checks); "
                    "default: the cores left once every worker has one (1-4)")
+@click.option("--unsafe-sandbox", is_flag=True,
+              help="TRUSTED CODE ONLY: workers without the sandbox's private uid, namespaces and "
+                   "cgroup; the only way a non-root agent runs candidates (docs/security.md)")
+@click.option("--worker-memory-gb", type=click.FloatRange(0.5, 4096), default=8.0,
+              show_default=True, help="memory limit of each worker's cgroup")
 @click.option("-v", "--verbose", count=True, help="-v: a log line per evaluation; -vv: per timed case too")
 def serve(host: str, port: int, platform: str, workers: int | None, max_queue: int,
           port_file: str | None, disabled: tuple[str, ...], metrics_port: int | None,
           register: str | None, advertise: str | None, instant_verdicts: bool,
-          host_threads: int | None, verbose: int) -> None:
+          host_threads: int | None, unsafe_sandbox: bool, worker_memory_gb: float,
+          verbose: int) -> None:
     """Serve the DeviceAgent gRPC API (health SERVING once workers are warm; SIGTERM stops)."""
     argv = [sys.executable, "-m", "device_agent", "serve", "--host", host, "--port", str(port),
             "--platform", platform, "--max-queue", str(max_queue)]
@@ -72,6 +78,9 @@ def serve(host: str, port: int, platform: str, workers: int | None, max_queue: i
         argv.append("--instant-verdicts")
     if host_threads is not None:
         argv += ["--host-threads", str(host_threads)]
+    if unsafe_sandbox:
+        argv.append("--unsafe-sandbox")
+    argv += ["--worker-memory-gb", str(worker_memory_gb)]
     argv += ["--verbose"] * verbose
     env = dict(os.environ)
     env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
