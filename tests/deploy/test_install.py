@@ -13,6 +13,7 @@ stand-in interpreter that records what it is asked to run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 
 import operators
+from device_agent.sandbox import PRIVATE_DIRS
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status
 from tests.deploy.helpers import REPO, assert_serve_flags, debian_tool
@@ -144,9 +146,10 @@ def test_the_image_is_cuda_runtime_based_and_runs_the_agent_as_root() -> None:
     assert re.fullmatch(r"nvidia/cuda:\d+\.\d+\.\d+-runtime-ubuntu\d\d\.\d\d", default), default
     # root on purpose: the sandbox needs it (docs/deploy.md, "Why root")
     assert "USER" not in {i.name for i in instructions()}
-    # Triton compiles launchers with the C compiler against Python.h at run time
+    # Triton compiles launchers with the C compiler against Python.h at run time; the sandbox's
+    # seccomp filter loads libseccomp.
     apt = next(i.args for i in instructions() if i.name == "RUN" and "apt-get install" in i.args)
-    assert {"gcc", "libc6-dev", "python3-dev", "python3-venv"} <= set(apt.split())
+    assert {"gcc", "libc6-dev", "python3-dev", "python3-venv", "libseccomp2"} <= set(apt.split())
 
 
 def test_the_image_copies_what_the_distribution_needs_and_the_context_sends_just_that() -> None:
@@ -218,30 +221,44 @@ exit 0
 """
 
 
+@contextlib.contextmanager
+def outside_tmp() -> Iterator[Path]:
+    """A new directory that the agent's workers can see: not under /tmp, /var/tmp or /dev/shm
+    (each worker gets empty private ones), readable by their uids; beside the sources, which the
+    agent's tests already need to be that."""
+    top = Path(tempfile.mkdtemp(prefix=".kgb-install-", dir=REPO))
+    try:
+        top.chmod(0o755)
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.fixture
-def fake_python(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def fake_python(tmp_path: Path) -> Iterator[tuple[Path, Path, Path]]:
     py = tmp_path / "python3"
     py.write_text(_FAKE_PYTHON)
     py.chmod(0o755)
-    yield py, tmp_path / "calls.log"
+    with outside_tmp() as top:
+        yield py, tmp_path / "calls.log", top / "venv"
 
 
-def _script(fake: tuple[Path, Path], tmp_path: Path,
+def _script(fake: tuple[Path, Path, Path], tmp_path: Path,
             **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    py, log = fake
+    py, log, venv = fake
     log.unlink(missing_ok=True)
     full = {"PATH": os.environ["PATH"], "FAKE_LOG": str(log), "KGB_PYTHON": str(py),
-            "KGB_VENV": str(tmp_path / "venv"), **env}
+            "KGB_VENV": str(venv), **env}
     r = subprocess.run(["sh", str(SCRIPT), str(REPO)], capture_output=True, text=True, timeout=60,
                        env=full, cwd=tmp_path)
     return r, log.read_text().splitlines() if log.exists() else []
 
 
 def test_script_installs_the_base_package_with_the_constraints(
-        fake_python: tuple[Path, Path], tmp_path: Path) -> None:
+        fake_python: tuple[Path, Path, Path], tmp_path: Path) -> None:
     r, calls = _script(fake_python, tmp_path)
     assert r.returncode == 0, r.stderr
-    venv = tmp_path / "venv"
+    venv = fake_python[2]
     used = venv / "kgb-constraints.txt"
     assert calls == [f"-m venv {venv}", f"-m pip install --no-input -c {used} {REPO}",
                      "-m device_agent serve --help", "-"]
@@ -251,12 +268,12 @@ def test_script_installs_the_base_package_with_the_constraints(
 
 
 def test_script_replaces_torch_and_triton_and_takes_torch_from_an_index(
-        fake_python: tuple[Path, Path], tmp_path: Path) -> None:
+        fake_python: tuple[Path, Path, Path], tmp_path: Path) -> None:
     index = "https://download.pytorch.org/whl/cu130"
     r, calls = _script(fake_python, tmp_path, KGB_TORCH="2.11.0", KGB_TRITON="3.6.0",
                        KGB_TORCH_INDEX_URL=index, KGB_EXTRAS="coordinator")
     assert r.returncode == 0, r.stderr
-    used = tmp_path / "venv" / "kgb-constraints.txt"
+    used = fake_python[2] / "kgb-constraints.txt"
     assert calls[1:3] == [f"-m pip install --no-input -c {used} --index-url {index} torch",
                           f"-m pip install --no-input -c {used} {REPO}[coordinator]"]
     got = dict(pins())
@@ -270,12 +287,14 @@ def test_script_replaces_torch_and_triton_and_takes_torch_from_an_index(
     ({"KGB_TORCH": "2.11.0"}, "set KGB_TORCH and KGB_TRITON together"),
     ({"KGB_TRITON": "3.6.0"}, "set KGB_TORCH and KGB_TRITON together"),
     ({"KGB_CONSTRAINTS": "/nonexistent/constraints.txt"}, "no constraints file"),
+    *[({"KGB_VENV": f"{d}/kgb"}, "workers cannot see") for d in PRIVATE_DIRS],
 ])
 def test_script_refuses_bad_settings_before_touching_anything(
-        fake_python: tuple[Path, Path], tmp_path: Path, env: dict[str, str], message: str) -> None:
+        fake_python: tuple[Path, Path, Path], tmp_path: Path, env: dict[str, str], message: str) -> None:
     r, calls = _script(fake_python, tmp_path, **env)
     assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert calls == [] and not (tmp_path / "venv").exists()
+    assert calls == [] and not fake_python[2].exists()
+    assert not Path(env.get("KGB_VENV", fake_python[2])).exists()
 
 
 def test_script_needs_a_source_tree(tmp_path: Path) -> None:
@@ -310,13 +329,10 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed() -> Iterator[Path]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A virtual environment made by install.sh the way the image makes it (this machine's torch)."""
-    # Readable by the agent's workers, which run under their own uids (not under pytest's 0700 tmp).
-    top = Path(tempfile.mkdtemp(prefix="kgb-install-"))
-    top.chmod(0o755)
-    try:
-        source = _stage(top / "src")
+    with outside_tmp() as top:
+        source = _stage(tmp_path_factory.mktemp("image") / "src")
         venv = top / "kgb"
         # PIP_NO_COMPILE: no byte-code for torch's thousands of modules, to save CI half a minute.
         env = {**_clean_env(), "KGB_VENV": str(venv), "KGB_TORCH": pins()["torch"],
@@ -327,8 +343,6 @@ def installed() -> Iterator[Path]:
         assert "install.sh: ok: torch" in r.stdout, r.stdout[-3000:]
         shutil.rmtree(source)  # as the image does: the environment must stand alone
         yield venv
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 _PROBE = """
@@ -379,7 +393,10 @@ def test_installed_agent_serves_and_passes_an_honest_candidate(
                                      timeout=180)
                 return v.status
 
-        status = asyncio.run(go(f"127.0.0.1:{port_file.read_text().strip()}"))
+        try:
+            status = asyncio.run(go(f"127.0.0.1:{port_file.read_text().strip()}"))
+        except Exception as exc:  # noqa: BLE001 - the agent's log says why
+            pytest.fail(f"{exc!r}\n{log.read_text()[-3000:]}")
         assert status is Status.PASSED, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
