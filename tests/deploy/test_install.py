@@ -287,7 +287,7 @@ def test_script_replaces_torch_and_triton_and_takes_torch_from_an_index(
     ({"KGB_TORCH": "2.11.0"}, "set KGB_TORCH and KGB_TRITON together"),
     ({"KGB_TRITON": "3.6.0"}, "set KGB_TORCH and KGB_TRITON together"),
     ({"KGB_CONSTRAINTS": "/nonexistent/constraints.txt"}, "no constraints file"),
-    *[({"KGB_VENV": f"{d}/kgb"}, "workers cannot see") for d in PRIVATE_DIRS],
+    *[({"KGB_VENV": f"{d}/kgb-never-{uuid.uuid4().hex[:8]}"}, "workers cannot see") for d in PRIVATE_DIRS],
 ])
 def test_script_refuses_bad_settings_before_touching_anything(
         fake_python: tuple[Path, Path, Path], tmp_path: Path, env: dict[str, str], message: str) -> None:
