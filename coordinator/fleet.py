@@ -22,9 +22,16 @@ Failures (docs/fleet.md):
   again for this request, another one is;
 * an agent that fails ``down_after`` health checks in a row is lost: calls still waiting on it
   move too (a hung host never answers them); a DRAINING agent keeps its calls and gets no new
-  ones.
+  ones;
+* a verdict that answers another request (candidate hash, operator, version or device model not
+  what was sent, :mod:`coordinator.integrity`) is discarded, alarmed, and its agent QUARANTINED:
+  its calls in flight move, and it gets no work for the life of the fleet.
 
-One request id is used for every attempt of an evaluation, so an agent that sees the call twice
+With ``spot_check`` > 0 a sample of PASSED verdicts is judged again by a second agent of the same
+platform and device model (:mod:`coordinator.spot_check` holds the rule when they disagree).
+
+One random request id (:func:`protos.request_ids.fresh`) is used for every attempt of an
+evaluation, so an agent that sees the call twice
 (a retry after a lost answer) runs it once. Identical concurrent evaluations (same platform,
 device, operator and candidate) share one flight. Only when the attempts are spent, no agent
 can take the call within ``wait_for_agent_s``, or the deadline passes, does the evaluation end
@@ -43,16 +50,19 @@ import logging
 import math
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
 import operators
+from coordinator.integrity import AlarmKind, Guard
+from coordinator.spot_check import Dispute, SpotOutcome, judge, sampled
 from coordinator.sweep_spec import AgentSpec
 from generators.evaluation import candidate_hash, infra_verdict
+from protos import request_ids
 from protos.client import AgentBusy, AgentClient, AgentError, AgentUnreachable, BadRequest
+from protos.integrity import Expected
 from protos.records import AgentDescription, EvalRequest, Status, Verdict
 from protos.registry import Heartbeat, Lease, Registration
 
@@ -66,6 +76,7 @@ class AgentState(str, enum.Enum):
     DRAINING = "DRAINING"    # shutting down: finishes the calls it has, gets no new ones
     DOWN = "DOWN"            # unreachable, failed a call, or its heartbeats stopped
     MISMATCH = "MISMATCH"    # reports another platform or device model than it was listed with
+    QUARANTINED = "QUARANTINED"  # answered for another request: never routed to again
 
 
 @dataclass(frozen=True)
@@ -171,6 +182,7 @@ class FleetConfig:
     wait_for_agent_s: float = 30.0    # how long an evaluation waits when no agent can take it
     slots_per_worker: float = 2.0
     attempt_timeout_s: float | None = None  # per-attempt deadline (None: what is left)
+    spot_check: float = 0.0           # fraction of PASSED verdicts judged again by a second agent
 
     def __post_init__(self) -> None:
         for name in ("probe_interval_s", "probe_timeout_s", "lease_s", "forget_after_s",
@@ -184,6 +196,8 @@ class FleetConfig:
             raise ValueError("FleetConfig.attempts and down_after must be >= 1")
         if self.attempt_timeout_s is not None and not self.attempt_timeout_s > 0:
             raise ValueError(f"FleetConfig.attempt_timeout_s must be > 0, got {self.attempt_timeout_s!r}")
+        if not 0.0 <= self.spot_check <= 1.0:
+            raise ValueError(f"FleetConfig.spot_check must be within [0, 1], got {self.spot_check!r}")
 
     @property
     def lease(self) -> Lease:
@@ -234,6 +248,8 @@ class AttemptOutcome(str, enum.Enum):
     REFUSED = "refused"              # INVALID_ARGUMENT from this agent: try another
     UNREACHABLE = "unreachable"      # UNAVAILABLE / DEADLINE_EXCEEDED: agent marked DOWN
     LOST = "lost"                    # the agent stopped answering health checks mid-call
+    UNTRUSTED = "untrusted"          # the verdict answered another request, or the agent is
+    #                                  quarantined: discarded, try another agent
     ERROR = "error"                  # any other system error (INTERNAL, ...)
     CLOSED = "closed"                # the fleet was closed
 
@@ -249,12 +265,14 @@ class Attempt:
 @dataclass(frozen=True)
 class Routed:
     """An evaluation's verdict, the agent that gave it (None when the fleet gave up) and every
-    attempt made on the way."""
+    attempt made on the way; with a spot-check, its outcome and any dispute to record."""
 
     verdict: Verdict
     agent: str | None
     attempts: tuple[Attempt, ...]
     request_id: str
+    spot_check: SpotOutcome | None = None
+    dispute: Dispute | None = None
 
 
 class UnknownAgentError(KeyError):
@@ -299,8 +317,9 @@ class Fleet:
 
     def __init__(self, agents: Iterable[AgentSpec] = (), config: FleetConfig | None = None, *,
                  on_round: Callable[[FleetSnapshot], None] | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, guard: Guard | None = None) -> None:
         self.config = config or FleetConfig()
+        self.guard = guard or Guard()
         self._on_round = on_round
         self._rng = random.Random(seed)
         self._agents: dict[str, _Agent] = {}
@@ -408,7 +427,7 @@ class Fleet:
         if flight is None:
             if self._closed.is_set():
                 return Routed(infra_verdict(operator_id, source, "the fleet is closed"), None, (), "")
-            req = EvalRequest(request_id=f"fleet-{chash[:16]}-{uuid.uuid4().hex[:16]}",
+            req = EvalRequest(request_id=request_ids.fresh("fleet"),
                               operator_id=operator_id,
                               source=source.encode("utf-8", "surrogateescape"),
                               operator_version=version, candidate_name=candidate_name,
@@ -436,7 +455,11 @@ class Fleet:
                    timeout_s: float) -> Routed:
         attempts: list[Attempt] = []
         try:
-            return await self._route(platform, device_model, req, source, timeout_s, attempts)
+            routed = await self._route(platform, device_model, req, source, timeout_s, attempts)
+            if routed.agent is not None and routed.verdict.status is Status.PASSED \
+                    and sampled(self.config.spot_check, self._rng):
+                routed = await self._spot_check(platform, routed, req, source, timeout_s)
+            return routed
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a fleet bug must not be charged to a candidate
@@ -445,12 +468,33 @@ class Fleet:
                                         f"fleet error: {type(exc).__name__}: {exc}"),
                           None, tuple(attempts), req.request_id)
 
+    async def _spot_check(self, platform: str, first: Routed, req: EvalRequest, source: str,
+                          timeout_s: float) -> Routed:
+        """Judge a PASSED again on another agent of the same device model, with a fresh request
+        id and a full deadline of its own (a shorter one could time out a sound candidate)."""
+        assert first.agent is not None
+        known = self._agents.get(first.agent)
+        model = (known.snap.device_model if known is not None else "") or first.verdict.device_model
+        again = replace(req, request_id=request_ids.fresh("spot"))
+        attempts: list[Attempt] = []
+        second = await self._route(platform, model or None, again, source, timeout_s, attempts,
+                                   exclude={first.agent})
+        verdict, outcome, dispute = judge(first.verdict, first.agent, second.verdict, second.agent)
+        if dispute is not None:
+            for agent in (dispute.passed_by, dispute.refuted_by):
+                self.guard.alarm(AlarmKind.DISAGREEMENT, agent, verdict.message)
+        log.info("spot-check of %s (%s on %s): %s", req.request_id, first.verdict.status.value,
+                 first.agent, outcome.value)
+        return Routed(verdict, second.agent if dispute is not None else first.agent,
+                      first.attempts + tuple(attempts), first.request_id, outcome, dispute)
+
     async def _route(self, platform: str, device_model: str | None, req: EvalRequest, source: str,
-                     timeout_s: float, attempts: list[Attempt]) -> Routed:
+                     timeout_s: float, attempts: list[Attempt],
+                     exclude: Collection[str] = ()) -> Routed:
         cfg = self.config
         deadline = time.monotonic() + timeout_s
         operator = (req.operator_id, req.operator_version)
-        tried: set[str] = set()
+        tried: set[str] = set(exclude)
         failures = 0
         waiting_since: float | None = None
         want = f"platform {platform!r}" + (f", device {device_model!r}" if device_model else "")
@@ -496,7 +540,8 @@ class Fleet:
                 return give_up("the fleet was closed")
             if outcome is AttemptOutcome.BUSY:
                 continue
-            if outcome in (AttemptOutcome.INFRA_VERDICT, AttemptOutcome.REFUSED):
+            if outcome in (AttemptOutcome.INFRA_VERDICT, AttemptOutcome.REFUSED,
+                           AttemptOutcome.UNTRUSTED):
                 tried.add(picked.address)
             failures += 1
             if failures >= cfg.attempts:
@@ -506,6 +551,7 @@ class Fleet:
 
     async def _attempt(self, agent: _Agent, req: EvalRequest, deadline: float) -> _Result:
         address = agent.snap.address
+        expected = Expected.of(req, agent.snap.device_model)
         start = time.monotonic()
         timeout = deadline - start
         if self.config.attempt_timeout_s is not None:
@@ -533,10 +579,14 @@ class Fleet:
         if not call.done() or call.cancelled():
             if self._closed.is_set():
                 return result(AttemptOutcome.CLOSED, "the fleet was closed")
+            if self._quarantined(agent):
+                return result(AttemptOutcome.UNTRUSTED, "the agent was quarantined")
             return result(AttemptOutcome.LOST, "the agent stopped answering health checks")
         exc = call.exception()
         if exc is None:
-            verdict: Verdict = call.result()
+            verdict = self.guard.vet(address, expected, call.result())
+            if self._quarantined(agent):
+                return result(AttemptOutcome.UNTRUSTED, verdict.message)
             if verdict.status is Status.INFRA_ERROR:
                 return result(AttemptOutcome.INFRA_VERDICT, verdict.message)
             return result(AttemptOutcome.VERDICT, verdict.status.value, verdict)
@@ -551,6 +601,16 @@ class Fleet:
         if not isinstance(exc, AgentError):
             log.warning("call to %s raised %s: %s", address, type(exc).__name__, exc)
         return result(AttemptOutcome.ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _quarantined(self, agent: _Agent) -> bool:
+        """Whether the guard quarantined the agent; one it has just quarantined leaves routing
+        at once and its other calls move (whatever it answers them is discarded anyway)."""
+        if self.guard.quarantined(agent.snap.address) is None:
+            return False
+        if agent.snap.state is not AgentState.QUARANTINED:
+            self._set(agent, state=AgentState.QUARANTINED)
+            self._lose(agent)
+        return True
 
     def _explain(self, platform: str, device_model: str | None,
                  operator: tuple[str, int | None]) -> str:
@@ -750,10 +810,14 @@ class Fleet:
     # ---- bookkeeping -----------------------------------------------------------------------
     def _set(self, agent: _Agent, **changes: Any) -> None:
         old = agent.snap
+        quarantined = self.guard.quarantined(old.address)
+        if quarantined is not None and "state" in changes:  # whatever its checks say
+            changes.update(state=AgentState.QUARANTINED, reason=quarantined)
         new = replace(old, **changes)
         if new.state is not old.state:
             new = replace(new, changed_at=time.monotonic())
-            level = logging.WARNING if new.state in (AgentState.DOWN, AgentState.MISMATCH) else logging.INFO
+            level = (logging.WARNING if new.state in (AgentState.DOWN, AgentState.MISMATCH,
+                                                      AgentState.QUARANTINED) else logging.INFO)
             log.log(level, "agent %s: %s -> %s%s", old.address, old.state.value, new.state.value,
                     f" ({new.reason})" if new.reason else "")
             if new.state is AgentState.DOWN:

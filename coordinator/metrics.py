@@ -9,14 +9,16 @@ Every label has a bounded value set, so a billion-token sweep cannot flood Prome
 series: statuses, token kinds, end reasons and stages are closed enums; models, methods,
 sources, platforms and device models come from the sweep spec and the fleet, and each label
 keeps at most :data:`MAX_NAMES` distinct values per process (later ones are counted as
-``other``). Nothing is labelled by operator id, candidate hash, request id or agent address.
+``other``). Nothing is labelled by operator id, candidate hash or request id; the one metric
+labelled by agent address is the integrity alarm counter, which only a misbehaving agent moves,
+and its ``agent`` label is bounded like the others.
 The HTTP endpoint listens on loopback unless told otherwise.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http.server import HTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -29,6 +31,7 @@ MAX_NAMES = 64
 OTHER = "other"
 TOKEN_KINDS = ("prompt", "completion", "cached", "reasoning")
 IN_FLIGHT_STAGES = ("generation", "evaluation")
+ALARM_KINDS = ("mismatch", "disagreement")  # coordinator.integrity.AlarmKind
 LLM_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800)
 EVAL_BUCKETS = (0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 640)
 
@@ -68,6 +71,8 @@ class SweepMetrics:
         r = self.registry
         self._model, self._method = _Names(), _Names()
         self._source, self._platform, self._device_model = _Names(), _Names(), _Names()
+        self._agent = _Names()
+        self._alarms_seen: dict[tuple[str, str], int] = {}
         self._fleet_lock = threading.Lock()
         self._fleet_keys: set[tuple[str, str]] = set()
         self._fleet_platforms: set[str] = set()
@@ -121,6 +126,11 @@ class SweepMetrics:
         self.fleet_in_flight = Gauge("kgb_fleet_in_flight",
                                      "Evaluations running, summed over a platform's agents",
                                      ["platform"], registry=r)
+        self.integrity_alarms_total = Counter(
+            "kgb_fleet_integrity_alarms_total",
+            "Integrity alarms per agent: mismatch (a verdict answered another request; the agent "
+            "is quarantined), disagreement (a spot-check did not confirm a PASSED; both agents)",
+            ["agent", "alarm"], registry=r)
         for stage in IN_FLIGHT_STAGES:
             self.in_flight_gauge.labels(stage).set(0)
 
@@ -228,6 +238,22 @@ class SweepMetrics:
                 self.fleet_in_flight.labels(platform).set(running[platform])
             self._fleet_keys = set(count)
             self._fleet_platforms = set(queued)
+
+    def integrity_alarms(self, totals: Mapping[tuple[str, str], int],
+                         agents: Iterable[str] = ()) -> None:
+        """Alarms so far per (agent address, kind), cumulative as ``Guard.totals()`` keeps them
+        (the guard may live in another process): each counter grows by what is new. ``agents``
+        get their series created at zero, so the first alarm shows as an increase."""
+        with self._fleet_lock:
+            for agent in agents:
+                for kind in ALARM_KINDS:
+                    self.integrity_alarms_total.labels(self._agent(agent), kind)
+            for (agent, kind), total in totals.items():
+                new = total - self._alarms_seen.get((agent, kind), 0)
+                if new > 0:
+                    self.integrity_alarms_total.labels(self._agent(agent),
+                                                       _closed(kind, ALARM_KINDS)).inc(new)
+                    self._alarms_seen[(agent, kind)] = total
 
     # ---- exporting ----------------------------------------------------------------------------
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:

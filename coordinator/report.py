@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
+from coordinator.spot_check import Dispute
 from coordinator.store import Store, TrajectoryKey, TrajectoryResult, TrajectoryRow
 from generators.trajectory import EndReason
 from protos.records import Status
@@ -78,6 +79,19 @@ def render_table(rows: list[ResultRow], title: str = "") -> Table:
         table.add_row(r.operator, r.source, r.method, r.label, f"[{style}]{r.status}[/{style}]",
                       f"{r.speedup:.2f}x" if r.speedup else "-",
                       f"{r.sol_percent:.1f}%" if r.sol_percent else "-")
+    return table
+
+
+def render_disputes(disputes: Sequence[Dispute]) -> Table:
+    """PASSED verdicts a spot-check's second agent did not confirm (the candidate's verdict is
+    the second agent's; docs/fleet.md): a person should look at both agents."""
+    table = Table(title=f"disputed verdicts ({len(disputes)}): second agent's verdict kept")
+    for col in ("operator", "candidate", "device", "PASSED by", "refuted by", "second verdict"):
+        table.add_column(col, no_wrap=True)
+    for d in disputes:
+        table.add_row(f"{d.operator_id}@{d.operator_version}", d.candidate_hash[:12],
+                      d.device_model, d.passed_by, d.refuted_by,
+                      f"[red]{d.second_status.value}[/red]")
     return table
 
 

@@ -4,7 +4,9 @@ Candidates are content-addressed (sha256 of the source). Verdicts are keyed by w
 them: (operator id, operator version, candidate hash, device model, harness version) — so the
 same candidate is never evaluated twice for the same key, whatever run asks. Trajectories link
 a run's (operator, method, model, sample) to the candidate it produced. Every write is an
-idempotent upsert, so a retry never duplicates a record.
+idempotent upsert, so a retry never duplicates a record. Disputes are PASSED verdicts that a
+spot-check's second agent did not confirm (``coordinator/spot_check.py``): both agents and the
+second status, kept so reports can show them.
 
 LLM calls (``llm_calls``): every model call of a trajectory, keyed by (run id, trajectory key,
 turn) — the trajectory key is :class:`TrajectoryKey`'s ``operator id@version/method/model/sample``
@@ -41,11 +43,12 @@ from typing import Any
 
 import orjson
 
+from coordinator.spot_check import Dispute
 from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
 from protos.records import Status, Verdict
 
-SCHEMA_VERSION = 4  # 2: llm_calls; 3: trajectory_results; 4: run_states (tables are added on
-#                    open, so files of earlier versions stay readable)
+SCHEMA_VERSION = 5  # 2: llm_calls; 3: trajectory_results; 4: run_states; 5: disputes (tables
+#                    are added on open, so files of earlier versions stay readable)
 DB_NAME = "kgb.sqlite"
 
 _SCHEMA = """
@@ -82,6 +85,11 @@ CREATE TABLE IF NOT EXISTS trajectory_results (
     prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
     gpu_seconds REAL NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (run_id, platform, trajectory));
+CREATE TABLE IF NOT EXISTS disputes (
+    operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, candidate_hash TEXT NOT NULL,
+    device_model TEXT NOT NULL, passed_by TEXT NOT NULL, refuted_by TEXT NOT NULL,
+    second_status TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (operator_id, operator_version, candidate_hash, device_model, passed_by, refuted_by));
 """
 
 
@@ -304,6 +312,22 @@ class Store:
                  v.harness_version, v.status.value, orjson.dumps(v.to_json()).decode(),
                  time.time()))
             return cur.rowcount == 1
+
+    def add_dispute(self, d: Dispute) -> bool:
+        """Record a spot-check disagreement; False when the same one is already recorded."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO disputes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (d.operator_id, d.operator_version, d.candidate_hash, d.device_model, d.passed_by,
+                 d.refuted_by, d.second_status.value, time.time()))
+            return cur.rowcount == 1
+
+    def disputes(self) -> list[Dispute]:
+        """Every recorded spot-check disagreement, oldest first."""
+        rows = self.db.execute(
+            "SELECT operator_id, operator_version, candidate_hash, device_model, passed_by, "
+            "refuted_by, second_status FROM disputes ORDER BY created").fetchall()
+        return [Dispute(r[0], int(r[1]), r[2], r[3], r[4], r[5], Status(r[6])) for r in rows]
 
     def add_llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int,
                      call: LLMCall) -> LLMCall:

@@ -4,6 +4,9 @@ trajectories = operator x method x sample. Generation runs as Ray tasks; evaluat
 one async ``AgentActor`` per agent, holding one reused gRPC channel. The driver keeps a bounded
 number of refs in flight and handles results in completion order; every store write is an
 idempotent upsert, and a verdict already stored for the same key is reused, never recomputed.
+Every verdict is vetted against its request by a :class:`~coordinator.integrity.Guard` before
+it is stored: one that answers another request is an infrastructure failure, and the agent is
+quarantined (the trajectories left end as infrastructure failures too).
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from typing import Any
 
 import ray
 
+from coordinator.integrity import Guard
 from coordinator.store import Store
 from coordinator.sweep_engine import init_ray as init_ray  # one way to start Ray
+from protos import request_ids
+from protos.integrity import Expected
 from protos.records import AgentDescription, EvalRequest, Status, Verdict
 
 EVAL_TIMEOUT_S = 900.0
@@ -122,10 +128,12 @@ def plan(config: SweepConfig) -> list[tuple[str, MethodSpec, int]]:
 
 def run_sweep(config: SweepConfig, agent_address: str, description: AgentDescription, store: Store,
               on_event: Callable[[ResultEvent], None] | None = None,
-              on_planned: Callable[[int], None] | None = None) -> SweepSummary:
+              on_planned: Callable[[int], None] | None = None,
+              guard: Guard | None = None) -> SweepSummary:
     """Run every trajectory of ``config`` to a verdict (Ray must be initialised)."""
     import operators
 
+    guard = guard or Guard()
     store.add_run(config.run_id, config.to_json())
     trajectories = plan(config)
     summary = SweepSummary(trajectories=len(trajectories))
@@ -135,7 +143,7 @@ def run_sweep(config: SweepConfig, agent_address: str, description: AgentDescrip
     limit = config.max_in_flight or max(2, description.capacity * 2)
     pending_gen = list(trajectories)
     gen_refs: dict[Any, tuple[str, MethodSpec, int]] = {}
-    eval_refs: dict[Any, dict[str, Any]] = {}
+    eval_refs: dict[Any, tuple[dict[str, Any], Expected]] = {}
 
     def finish(event: ResultEvent) -> None:
         if event.verdict is not None:
@@ -168,17 +176,23 @@ def run_sweep(config: SweepConfig, agent_address: str, description: AgentDescrip
                     summary.reused += 1
                     finish(ResultEvent(spec.id, cand["method"], cand["label"], existing, True))
                     continue
-                req = {"request_id": f"{config.run_id}/{uuid.uuid4().hex}",
+                quarantined = guard.quarantined(agent_address)
+                if quarantined is not None:
+                    finish(ResultEvent(spec.id, cand["method"], cand["label"], None, False,
+                                       f"agent {agent_address} is quarantined ({quarantined})"))
+                    continue
+                req = {"request_id": request_ids.fresh("run"),
                        "operator_id": spec.id, "operator_version": spec.version,
                        "source": cand["source"].encode("utf-8", "surrogateescape"),
                        "candidate_name": cand["label"]}
                 eref = actor.evaluate.remote(req, EVAL_TIMEOUT_S)
-                eval_refs[eref] = cand
+                eval_refs[eref] = (cand, Expected.of(EvalRequest(**req),
+                                                     description.system.device_model))
             else:
-                cand = eval_refs.pop(ref)
+                cand, expected = eval_refs.pop(ref)
                 result = ray.get(ref)
                 if "verdict" in result:
-                    v = Verdict.from_json(result["verdict"])
+                    v = guard.vet(agent_address, expected, Verdict.from_json(result["verdict"]))
                     if v.status is Status.INFRA_ERROR:
                         finish(ResultEvent(cand["operator_id"], cand["method"], cand["label"], None,
                                            False, v.message))

@@ -8,8 +8,10 @@ Who does what (one Ray cluster; the driver is the ``kgb sweep run`` process):
 * :class:`FleetRouter` — the sweep's one :class:`~coordinator.fleet.Fleet` (agents from the spec,
   plus any that register on ``registry_port``), pinned to the driver's node. Before asking an
   agent it looks for a stored verdict from an agent of the same device model and harness
-  version (never evaluate twice) and it stores each new verdict before returning it, both on its
-  own connection to the store; it bounds the evaluations in flight by the fleet's capacity.
+  version (never evaluate twice) and it stores each new verdict (and any spot-check dispute)
+  before returning it, both on its own connection to the store; it bounds the evaluations in
+  flight by the fleet's capacity. Its fleet checks every verdict against the request and
+  spot-checks the spec's ``[fleet] spot_check`` fraction of PASSED verdicts (docs/fleet.md).
 * :class:`Generator` — a few per model endpoint (:func:`generator_count`: one per node, and
   one per ``GENERATIONS_PER_GENERATOR`` generations in flight, so no event loop is the
   bottleneck), each with its share of the endpoint's concurrency and rate limits (the shares
@@ -291,6 +293,8 @@ class FleetRouter:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kgb-verdicts")
         self._store: Store = self._pool.submit(Store, Path(store_file)).result()
         self.eval_timeout_s = eval_timeout_s
+        if self.spec.fleet.spot_check is not None:
+            fleet_config = dataclasses.replace(fleet_config, spot_check=self.spec.fleet.spot_check)
         self.fleet = Fleet(self.spec.agents, fleet_config)
         self._registry_at = registry
         self._registry: Any = None
@@ -350,6 +354,8 @@ class FleetRouter:
             async with room:
                 room.notify(1)
         v = routed.verdict
+        if routed.dispute is not None:
+            await loop.run_in_executor(self._pool, self._store.add_dispute, routed.dispute)
         if v.status is not Status.INFRA_ERROR:  # stored before the trajectory may use it
             await loop.run_in_executor(self._pool, self._store.add_verdict, v)
             self.evaluated += 1
@@ -375,6 +381,7 @@ class FleetRouter:
         snap = self.fleet.snapshot()
         return {"rows": snap.metric_rows(), "in_flight": sum(self._in_flight.values()),
                 "evaluated": self.evaluated, "reused": self.reused,
+                "alarms": self.fleet.guard.totals(),
                 "agents": [(a.address, a.platform, a.state.value, a.capacity) for a in snap.agents]}
 
     async def close(self) -> None:

@@ -58,7 +58,7 @@ SUITES: Mapping[str, tuple[tuple[Source, ...], int]] = {
 }
 
 _TOP_KEYS = ("sweep", "suites", "operators", "samples", "platforms", "endpoints", "models",
-             "methods", "agents", "budgets", "concurrency")
+             "methods", "agents", "budgets", "concurrency", "fleet")
 _TOP_LEVEL_SCALARS = ("suites", "operators", "samples", "platforms")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -146,6 +146,13 @@ class Concurrency:
     generators_per_endpoint: int = 0   # generator actors per endpoint; 0: chosen by the engine
 
 
+@dataclass(frozen=True)
+class FleetSettings:
+    """``[fleet]``: how far the coordinator trusts its agents' verdicts."""
+
+    spot_check: float | None = None  # fraction of PASSED verdicts judged again; None: not set
+
+
 class PlannedTrajectory(NamedTuple):
     """One trajectory of the plan (``model`` is "" for candidate methods)."""
 
@@ -174,6 +181,7 @@ class SweepSpec:
     agents: tuple[AgentSpec, ...]
     budgets: Budgets
     concurrency: Concurrency
+    fleet: FleetSettings = FleetSettings()
     source: str = "<spec>"
     warnings: tuple[str, ...] = ()
 
@@ -407,6 +415,7 @@ class _Parser:
         agents = self.agents(data.get("agents", []), platforms)
         budgets = self.budgets(data.get("budgets", {}))
         concurrency = self.concurrency(data.get("concurrency", {}))
+        fleet = self.fleet(data.get("fleet", {}))
 
         trajectory_methods = [m for m in methods if m.kind == "trajectory"]
         if trajectory_methods and not models:
@@ -425,7 +434,7 @@ class _Parser:
         return SweepSpec(name=name, store=store, seed=seed, suites=suites, operators=ops,
                          samples=samples, platforms=platforms, endpoints=tuple(endpoints),
                          models=tuple(models), methods=tuple(methods), agents=tuple(agents),
-                         budgets=budgets, concurrency=concurrency, source=self.source,
+                         budgets=budgets, concurrency=concurrency, fleet=fleet, source=self.source,
                          warnings=tuple(self.warnings))
 
     def platforms(self, value: Any) -> tuple[str, ...]:
@@ -720,6 +729,17 @@ class _Parser:
                 t["generators_per_endpoint"], "concurrency.generators_per_endpoint", minimum=0,
                 maximum=MAX_GENERATORS_PER_ENDPOINT)
         return Concurrency(**kw)
+
+    def fleet(self, value: Any) -> FleetSettings:
+        t = self.table(value, "fleet")
+        self.keys(t, "fleet", ("spot_check",))
+        if "spot_check" not in t:
+            return FleetSettings()
+        fraction = self.number(t["spot_check"], "fleet.spot_check", minimum=0)
+        if fraction > 1:
+            raise self.fail("fleet.spot_check", f"is a fraction of PASSED verdicts: at most 1, "
+                            f"got {t['spot_check']}")
+        return FleetSettings(spot_check=fraction)
 
 
 def _init_params(instance: object) -> list[str]:

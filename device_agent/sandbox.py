@@ -12,8 +12,8 @@ Two phases, both inside the worker process:
    - ``sys.path`` is what the agent vetted (:func:`trusted_sys_path`), the working directory ``/``;
    - the process joins its job cgroup (task and memory limits, freeze, kill);
    - ``no_new_privs``: setuid bits and file capabilities are void from here on;
-   - new mount, PID, network, IPC and UTS namespaces. Every mount is read-only; /tmp, /var/tmp
-     and /dev/shm are fresh private tmpfs (they vanish with the namespace); the agent's
+   - new mount, PID, network, IPC and UTS namespaces. Every mount is read-only; /tmp, /var/tmp,
+     /dev/shm and /run are fresh private tmpfs (they vanish with the namespace); the agent's
      directory is bound back read-only, and the root-owned caches a worker's start writes
      (Triton's driver helpers) read-write — candidates cannot write them, being another uid;
    - a fork: the parent stays behind as a shim (it is what the agent's handle waits on, and it
@@ -50,7 +50,9 @@ from device_agent import linux
 
 log = logging.getLogger(__name__)
 
-PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Fresh, empty and private in every worker: the world-writable scratch places, and /run, where
+# host daemons keep their Unix sockets (path-based sockets ignore network namespaces).
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 PRIVATE_HOME = "/tmp/home"  # HOME and the Triton cache of an isolated worker (private tmpfs)
 ADDRESS_SPACE_HEADROOM = 8 << 30  # RLIMIT_AS above the memory limit: reservations, not use
 
@@ -63,7 +65,7 @@ class SandboxSettings:
     memory_bytes: int = 8 << 30     # the job cgroup's memory limit (and RLIMIT_AS base on cpu)
     file_bytes: int = 64 << 20      # RLIMIT_FSIZE: biggest file (log included) a worker may write
     extra_processes: int = 32       # tasks above the warm worker's own (compilers, Triton threads)
-    tmp_bytes: int = 1 << 30        # size of each private tmpfs (/tmp, /var/tmp, /dev/shm)
+    tmp_bytes: int = 1 << 30        # size of each private tmpfs (PRIVATE_DIRS)
 
 
 @dataclass(frozen=True)

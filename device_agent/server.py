@@ -307,10 +307,8 @@ def _registrar(settings: AgentSettings, port: int, service: DeviceAgentService) 
 
 def _sandbox_host(limits: SandboxSettings) -> CgroupHost | None:
     """Check that this host can sandbox untrusted code, before anything starts: root (private
-    uids, namespaces), cgroups it may write, and an import path nobody else can write (the
-    workers are forked with it). Returns the agent's control groups (None with
+    uids, namespaces) and cgroups it may write. Returns the agent's control groups (None with
     --unsafe-sandbox)."""
-    sys.path[:] = trusted_sys_path()
     if not limits.isolate:
         return None
     if not is_root():
@@ -352,6 +350,9 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
                                f"({exc.strerror or exc}); choose another --metrics-port "
                                "(or 0 for a free one)") from None
 
+    # Workers start from this process's import path (multiprocessing imports the agent's main
+    # module in them before their sandbox exists): nothing on it may be writable by others.
+    sys.path[:] = trusted_sys_path()
     cgroups = _sandbox_host(settings.sandbox)  # after the bind: its failures leave nothing behind
     work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
     work_root.mkdir(parents=True, exist_ok=True)

@@ -1,96 +1,103 @@
 """The static policy layer: what a candidate's source may contain, checked before it runs.
 
-An AST walk that follows aliases (``import torch as T``, ``from torch import matmul as mm``,
-``F = torch.nn.functional``) and literal ``getattr``. It rejects, with the rule and the line:
+An AST walk over the whole file (the tables are in ``static_tables.py``). It follows aliases
+(``import torch as T``, ``from torch import matmul as mm``, ``F = torch.nn.functional``,
+``(F := torch.nn.functional)``, a literal ``getattr`` and match class patterns) and rejects, with
+the rule and the line:
 
-- imports outside an allow-list (no os, sys, subprocess, ctypes, numpy, threading, importlib …);
-- torch functions outside the kind's allow-list, ``torch.ops``, streams, CUDA graphs,
-  ``torch.compile``;
-- tensor methods that compute (``x.sum()``, ``x.matmul(y)`` …) and the ``@`` operator;
-- CPU round trips (``.cpu()``, ``.numpy()``, ``.tolist()``; ``.item()`` except for scalar problems);
-- dynamic code and introspection (``exec``, ``eval``, ``__import__``, ``globals`` …, a
-  ``getattr`` whose name is not a literal);
-- monkeypatching (assigning to, or ``setattr`` on, an imported module).
+- ``import``: imports outside an allow-list (no os, sys, subprocess, ctypes, importlib, inspect …);
+- ``encoding``: a coding declaration other than UTF-8 (the worker would decode the file differently
+  from what was checked); ``nesting``: expressions nested too deeply to walk (fail closed);
+- ``torch-call``: torch functions outside the kind's allow-list; ``torch-ops``, ``cuda-graph``,
+  ``stream``, ``library-internals``: ``torch.ops``, graphs and ``torch.compile``, streams and events,
+  private torch and its native-code loaders (cpp_extension, hub, load, jiterator …), wherever they
+  are named, called or not;
+- ``triton-internals``: ``triton.`` outside what honest wrappers use (jit, autotune, heuristics,
+  Config, cdiv, next_power_of_2, language, exceptions, tensor descriptors, the tutorials' device
+  queries): no other triton.runtime (the launcher, binaries), triton.compiler, triton.knobs,
+  triton.testing;
+- ``module-escape``: a module outside the allow-list reached through an allowed one
+  (``typing.sys``, ``torch.os``, ``tl.core.builtins``), and attributes named after escape modules
+  (``.os``, ``.sys``, ``.builtins`` …) on any object; ``library-internals`` also covers private names
+  (``_x``) of allowed modules;
+- ``introspection``: attributes that walk the type graph or reach namespaces, frames and code
+  (``__class__``, ``__subclasses__``, ``__globals__``, ``__dict__``, ``__self__``, ``tb_frame`` …),
+  whether written as an attribute, named by a string (``getattr(f, "__globals__")``,
+  ``attrgetter("__globals__")``) or by a match class pattern; the names ``__builtins__``,
+  ``__loader__``, ``__spec__``;
+- ``dynamic-code``: ``exec``, ``eval``, ``compile``, ``__import__``, ``globals``, ``locals``, ``vars``,
+  ``open`` … wherever the name can reach the builtin (``o = open``, ``partial(open, …)``), and
+  typing's string evaluators; ``dynamic-attribute``: ``getattr``/``setattr`` with a computed name
+  or passed around, ``operator.methodcaller``, ``operator.attrgetter`` with a computed name;
+- ``monkeypatch``: assigning to, deleting or ``setattr`` on an attribute of an imported name, in any
+  target position (tuple unpacking, ``for``/``with`` targets, annotated assignments);
+- ``tensor-method``, ``matmul-operator``, ``cpu-roundtrip``: tensor methods that compute, ``@`` and
+  ``operator.matmul``, ``.cpu()``/``.numpy()``/``.tolist()``/``.item()`` (except in scalar problems).
 
-Code inside ``@triton.jit`` functions is Triton and is left to the compiler. What a static check
-cannot see (``a + b`` on tensors, disguised calls) is the runtime layer's job.
+Every expression is inspected: default values and annotations (string annotations are parsed and
+inspected too, since ``typing.get_type_hints`` and ``functools.singledispatch`` evaluate them),
+decorators and their arguments, class bodies, lambdas, comprehensions, match patterns. Bodies of
+``@triton.jit`` functions are Triton: the compiler (or, on ``cpu``, the interpreter, which runs
+them as Python) decides what computes there, so only the escape rules apply inside them, not the
+compute rules (tensor methods, torch calls, ``@``, CPU round trips).
+
+Left to the sandbox and the runtime layers, deliberately: anything spelled out of sight of a
+syntax tree. Names built at run time (``"__glo" + "bals__"`` given to a library that takes
+attribute names, ``str.format`` field lookups), values passed through containers, returns or
+object attributes (``[typing][0].re``: the alias is lost, only the escape module names above are
+caught there), modules reached through torch submodules that torch imports lazily (the modules'
+namespaces are read, nothing is imported), library helpers acting on the names or objects they
+are given, a candidate's own ``jit`` shadowing ``triton.jit`` (its body then skips only the compute
+rules), and every torch computation not spelled as a call (``a + b``,
+``functools.reduce(torch.add, …)``), which the dispatch guard sees. The sandbox (private uid, no
+network, nothing writable on ``sys.path``, seccomp, cgroups) must hold against all of it; this
+layer only turns the easy spellings into ``REJECTED`` early, with a message a model can act on.
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
+import io
+import tokenize
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from device_agent.static_names import (
+    escaped_module,
+    is_private,
+    names_in_string,
+    triton_allowed,
+)
+from device_agent.static_scopes import (
+    Comprehension,
+    Scope,
+    comprehension_scope,
+    reaches_builtin,
+    scope_of,
+)
+from device_agent.static_tables import (
+    ALLOWED_IMPORT_ROOTS,
+    COMPUTE_METHODS,
+    CPU_ROUND_TRIPS,
+    DENIED_BUILTINS,
+    DUNDER_ARITHMETIC,
+    ESCAPE_ATTRIBUTES,
+    ESCAPE_MODULE_ATTRIBUTES,
+    ESCAPE_NAMES,
+    EVALUATING_NAMES,
+    JIT_DECORATORS,
+    NAME_TAKING_BUILTINS,
+    OPERATOR_REFUSED,
+    TORCH_ALLOWED,
+    TORCH_ALLOWED_BY_KIND,
+    TORCH_DENIED_BY_KIND,
+    TORCH_DTYPES,
+    TORCH_REFUSED,
+)
 from operators.spec import Kind
 
-ALLOWED_IMPORT_ROOTS = frozenset({
-    "torch", "triton", "math", "cmath", "functools", "typing", "itertools", "operator",
-    "dataclasses", "collections", "numbers", "enum", "abc", "__future__", "warnings", "copy",
-})
-# torch.* callables a compute problem's wrappers may use: allocation, views, metadata.
-_TORCH_ALLOWED = frozenset({
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-    "full_like", "broadcast_tensors", "broadcast_shapes", "broadcast_to", "is_tensor",
-    "is_floating_point", "is_complex", "result_type", "promote_types", "can_cast",
-    "get_default_dtype", "finfo", "iinfo", "device", "dtype", "Size", "Generator",
-    "cuda.is_available", "cuda.current_device", "cuda.device_count", "cuda.get_device_properties",
-    "cuda.get_device_capability", "cuda.get_device_name", "cuda.device", "cuda.set_device",
-    "cuda.synchronize", "version.hip", "no_grad", "inference_mode",
-    "tensor",  # a small tensor of Python values (shapes, strides) for a kernel to read
-    "view_as_real", "view_as_complex",  # views: how a kernel reaches complex data
-})
-_TORCH_ALLOWED_BY_KIND: dict[Kind, frozenset[str]] = {
-    # a random op seeds its kernels from torch's seed (plus its own call counter)
-    Kind.RANDOM: frozenset({"initial_seed"}),
-    Kind.VIEW: frozenset({"as_strided", "narrow", "select", "t", "reshape", "unsqueeze",
-                          "squeeze", "permute", "transpose", "flatten", "expand_copy"}),
-}
-_TORCH_DENIED_BY_KIND: dict[Kind, frozenset[str]] = {
-    # An allocation problem may not call the allocator that *is* the answer (issue #7 refines).
-    Kind.ALLOC: frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like"}),
-}
-# Tensor methods that compute an answer, and their in-place ``_`` forms. Names shared with
-# Python's own containers and strings (add, sort, split, index, count, copy …) are left to the
-# runtime layer to avoid flagging honest code such as ``seen.add(key)``.
-_COMPUTE_NAMES = frozenset({
-    "abs", "abs_", "acos", "acosh", "add_", "addcdiv", "addcmul", "addmm", "addmv",
-    "all", "amax", "amin", "any", "argmax", "argmin", "argsort", "asin", "atan", "atan2", "baddbmm",
-    "bernoulli", "bernoulli_", "bmm", "ceil", "clamp", "clamp_", "clip", "cos", "cosh", "cross",
-    "cummax", "cummin", "cumprod", "cumsum", "cumsum_", "diff", "digamma", "div", "div_", "dot",
-    "eq", "erf", "erfc", "erfinv", "exp", "exp_", "exp2", "expm1", "exponential_", "fmax", "fmin",
-    "floor", "floor_divide", "fmod", "frac", "gather", "ge", "gt", "heaviside", "hypot", "i0",
-    "index_add", "index_add_", "index_copy", "index_fill", "index_put", "index_put_",
-    "index_select", "kthvalue", "le", "lerp", "lgamma", "log", "log10", "log1p", "log2",
-    "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
-    "logical_or", "logit", "logsumexp", "lt", "masked_fill", "masked_fill_", "masked_scatter",
-    "masked_select", "matmul", "max", "maximum", "mean", "median", "min", "minimum", "mm", "mul",
-    "mul_", "mv", "nan_to_num", "nanmean", "nansum", "ne", "neg", "neg_", "norm", "normal_",
-    "outer", "polygamma", "pow", "pow_", "prod", "reciprocal", "relu", "remainder", "renorm",
-    "repeat", "repeat_interleave", "roll", "rot90", "round", "rsqrt", "scatter", "scatter_",
-    "scatter_add", "scatter_add_", "sigmoid", "sign", "sgn", "sin", "sinh", "softmax", "sqrt",
-    "square", "std", "sub", "sub_", "sum", "tan", "tanh", "tensordot", "topk", "trace", "tril",
-    "triu", "true_divide", "trunc", "uniform_", "var", "where", "xlogy", "msort", "unique",
-    "bincount", "histc", "flip", "fliplr", "flipud", "take", "take_along_dim", "einsum",
-    "addbmm", "addr", "cumulative_trapezoid", "logical_xor", "sinc", "softplus",
-    "rsub", "float_power", "copysign", "nextafter", "ldexp", "frexp", "kron",
-    "chain_matmul", "inner", "vdot", "cov", "corrcoef", "cdist", "dist",
-})
-COMPUTE_METHODS = _COMPUTE_NAMES | {n + "_" for n in _COMPUTE_NAMES if not n.endswith("_")}
-# Arithmetic dunders: ``a.__matmul__(b)`` is ``a @ b`` spelled so the operator is not visible.
-DUNDER_ARITHMETIC = frozenset(
-    f"__{r}{op}__" for op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
-                              "neg", "abs", "and", "or", "xor", "lshift", "rshift")
-    for r in ("", "r", "i"))
-# operator-module spellings of torch compute and of dynamic method calls.
-_OPERATOR_DENIED = frozenset({"operator.matmul", "operator.imatmul", "operator.methodcaller"})
-# Attributes that reach a module's or function's internals.
-_INTROSPECTION_ATTRS = frozenset({"__dict__", "__globals__", "__builtins__", "__code__",
-                                  "__closure__", "__getattribute__", "__subclasses__"})
-CPU_ROUND_TRIPS = frozenset({"cpu", "numpy", "tolist", "item"})
-_DYNAMIC_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "globals", "locals",
-                               "vars", "breakpoint", "input", "open", "delattr"})
-_JIT_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics",
-                             "triton.language.core.builtin"})
+_Func = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)
@@ -104,14 +111,26 @@ class Violation:
         return f"line {self.line}: {self.explanation} (`{self.evidence}`)"
 
 
+def _declared_encoding(source: str) -> str | None:
+    """The encoding a file with these contents is read in when imported, if not UTF-8."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8")).readline)
+    except SyntaxError:
+        return "an unknown encoding"
+    return None if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig") else encoding
+
+
+# ---- the walk -----------------------------------------------------------------------------------
 class _Checker(ast.NodeVisitor):
     def __init__(self, source: str, kind: Kind) -> None:
         self.lines = source.splitlines()
         self.kind = kind
         self.aliases: dict[str, str] = {}  # local name -> qualified module/object name
         self.violations: list[Violation] = []
-        allowed = set(_TORCH_ALLOWED) | set(_TORCH_ALLOWED_BY_KIND.get(kind, frozenset()))
-        self.torch_allowed = frozenset(allowed - _TORCH_DENIED_BY_KIND.get(kind, frozenset()))
+        self.scopes: list[Scope] = []
+        self.in_jit = False  # inside a @triton.jit body: escape rules only
+        allowed = set(TORCH_ALLOWED) | set(TORCH_ALLOWED_BY_KIND.get(kind, frozenset()))
+        self.torch_allowed = frozenset(allowed - TORCH_DENIED_BY_KIND.get(kind, frozenset()))
 
     # ---- helpers ------------------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, explanation: str) -> None:
@@ -132,76 +151,272 @@ class _Checker(ast.NodeVisitor):
             return ".".join([root, *reversed(parts)])
         return None
 
-    def _is_jit(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    def in_scope(self, scope: Scope, nodes: Iterable[ast.AST], jit: bool | None = None) -> None:
+        saved = self.in_jit
+        self.scopes.append(scope)
+        self.in_jit = saved if jit is None else jit
+        for n in nodes:
+            self.visit(n)
+        self.scopes.pop()
+        self.in_jit = saved
+
+    def bound(self, node: ast.AST, *names: str | None) -> None:
+        """A name bound without a Name node (import, def, class, parameter, except, match)."""
+        for name in names:
+            if name in ESCAPE_NAMES:
+                self.flag(node, "introspection",
+                          f"binding `{name}` changes where the file's names resolve")
+
+    def _is_jit(self, fn: _Func) -> bool:
         for d in fn.decorator_list:
-            target = d.func if isinstance(d, ast.Call) else d
-            q = self.qualname(target)
-            if q in _JIT_DECORATORS or (q or "").startswith("triton.language"):
+            q = self.qualname(d.func if isinstance(d, ast.Call) else d)
+            if q in JIT_DECORATORS or (q or "").startswith("triton.language"):
                 return True
         return False
 
-    # ---- imports and aliases -----------------------------------------------------------------
+    # ---- scopes -------------------------------------------------------------------------------
+    def visit_Module(self, node: ast.Module) -> None:
+        self.in_scope(Scope("module"), node.body)
+
+    def visit_FunctionDef(self, node: _Func) -> None:
+        self.bound(node, node.name)
+        for d in node.decorator_list:
+            self.visit(d)
+        self.visit_arguments(node.args)
+        self.visit_annotation(node.returns)
+        self.in_scope(scope_of("function", node.body, node.args), node.body,
+                      jit=True if self._is_jit(node) else None)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit_arguments(node.args)
+        self.in_scope(scope_of("function", [node.body], node.args), [node.body])
+
+    def visit_arguments(self, node: ast.arguments) -> None:
+        """Defaults and annotations run when the ``def`` runs, in the enclosing scope."""
+        for d in [*node.defaults, *node.kw_defaults]:
+            if d is not None:
+                self.visit(d)
+        for a in [*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg]:
+            if a is not None:
+                self.bound(a, a.arg)
+                self.visit_annotation(a.annotation)
+
+    def visit_annotation(self, node: ast.expr | None) -> None:
+        """An annotation, and the code in its strings (``get_type_hints`` evaluates them)."""
+        if node is None:
+            return
+        self.visit(node)
+        for text, line in self._annotation_strings(node):
+            try:
+                code = ast.parse(text.strip(), mode="eval")
+            except SyntaxError:
+                continue  # not code (``"*fp32"``): nothing can evaluate it
+            ast.increment_lineno(code, line - 1)
+            self.visit_annotation(code.body)
+
+    def _annotation_strings(self, node: ast.AST) -> Iterator[tuple[str, int]]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value, node.lineno
+        elif not (isinstance(node, ast.Subscript)
+                  and (self.qualname(node.value) or "").endswith("Literal")):
+            for child in ast.iter_child_nodes(node):  # Literal["open"] is a value, not code
+                yield from self._annotation_strings(child)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.visit_annotation(node.annotation)
+        self.visit(node.target)
+        if node.value is not None:
+            self.visit(node.value)
+            self._alias(node.target, node.value)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.bound(node, node.name)
+        for n in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(n)
+        self.in_scope(scope_of("class", node.body), node.body)
+
+    def _visit_comprehension(self, node: Comprehension) -> None:
+        first, *rest = node.generators
+        self.visit(first.iter)  # evaluated in the enclosing scope
+        inner: list[ast.AST] = [first.target, *first.ifs]
+        for gen in rest:
+            inner += [gen.target, gen.iter, *gen.ifs]
+        if isinstance(node, ast.DictComp):
+            inner += [node.key, node.value]
+        else:
+            inner.append(node.elt)
+        self.in_scope(comprehension_scope(node), inner)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+
+    # ---- imports and aliases ------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             root = a.name.split(".")[0]
             if root not in ALLOWED_IMPORT_ROOTS:
                 self.flag(node, "import", f"import of `{a.name}` is not allowed")
-            if a.asname:
-                self.aliases[a.asname] = a.name
-            else:
-                self.aliases[root] = root
+            elif "." in a.name:
+                self.reference(node, a.name, imported=True)
+            self.bound(node, a.asname or root)
+            self.aliases[a.asname or root] = a.name if a.asname else root
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         mod = node.module or ""
         if node.level or mod.split(".")[0] not in ALLOWED_IMPORT_ROOTS:
             self.flag(node, "import", f"import from `{'.' * node.level}{mod}` is not allowed")
+            return
         for a in node.names:
             if a.name == "*":
                 self.flag(node, "import", "star imports hide what is used")
                 continue
+            self.reference(node, f"{mod}.{a.name}", imported=True)
+            self.bound(node, a.asname or a.name)
             self.aliases[a.asname or a.name] = f"{mod}.{a.name}"
 
+    def _alias(self, target: ast.AST, value: ast.AST) -> None:
+        q = self.qualname(value)
+        if isinstance(target, ast.Name) and q is not None:
+            self.aliases[target.id] = q  # F = torch.nn.functional; mm = torch.matmul
+
     def visit_Assign(self, node: ast.Assign) -> None:
-        q = self.qualname(node.value)
+        self.generic_visit(node)
         for t in node.targets:
-            if isinstance(t, ast.Name) and q is not None:
-                self.aliases[t.id] = q  # F = torch.nn.functional; mm = torch.matmul
-            if isinstance(t, ast.Attribute) and self.qualname(t.value) is not None:
-                self.flag(node, "monkeypatch",
-                          f"assigning to `{self.qualname(t)}` changes a library or the harness")
+            self._alias(t, node.value)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.generic_visit(node)
+        self._alias(node.target, node.value)
+
+    # ---- names and attributes -----------------------------------------------------------------
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in ESCAPE_NAMES:
+            self.flag(node, "introspection", f"`{node.id}` reaches into the interpreter's internals")
+        elif isinstance(node.ctx, ast.Load) and reaches_builtin(self.scopes, node.id):
+            if node.id in DENIED_BUILTINS:
+                self.flag(node, "dynamic-code", f"`{node.id}` is not allowed")
+            elif node.id in NAME_TAKING_BUILTINS:
+                self.flag(node, "dynamic-attribute",
+                          f"`{node.id}` passed around hides the attribute it reaches")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        q = self.qualname(node)
+        if q is None:
+            self.attribute_name(node, node.attr)
+            self.generic_visit(node)
+            return
+        if not isinstance(node.ctx, ast.Load):
+            self.flag(node, "monkeypatch", f"changing `{q}` changes a library or the harness")
+        self.reference(node, q)
+
+    def attribute_name(self, node: ast.AST, name: str) -> bool:
+        """Rules on an attribute's name alone, whatever object it is looked up on."""
+        if name in ESCAPE_ATTRIBUTES:
+            self.flag(node, "introspection", f"`.{name}` reaches into the interpreter's internals")
+        elif name in ESCAPE_MODULE_ATTRIBUTES:
+            self.flag(node, "module-escape", f"`.{name}` reaches a module that is not allowed")
+        else:
+            return False
+        return True
+
+    def reference(self, node: ast.AST, q: str, imported: bool = False) -> None:
+        """Rules on a qualified name, whether it is called, passed, imported or assigned."""
+        root, _, rest = q.partition(".")
+        if root not in ALLOWED_IMPORT_ROOTS or not rest:
+            return  # an import that is refused already, or a bare module
+        rule = self._reference_rule(root, rest, q, imported)
+        if rule is not None:
+            self.flag(node, *rule)
+        elif any(self.attribute_name(node, part) for part in rest.split(".")):
+            return
+        elif (escaped := escaped_module(q)) is not None:
+            self.flag(node, "module-escape", f"`{escaped}` is a module that is not allowed")
+
+    @staticmethod
+    def _reference_rule(root: str, rest: str, q: str, imported: bool = False
+                        ) -> tuple[str, str] | None:
+        if root == "triton":
+            if triton_allowed(rest, imported):
+                return None
+            return "triton-internals", f"`{q}` is a Triton internal; wrappers may use jit, " \
+                "autotune, heuristics, Config, cdiv, next_power_of_2 and triton.language " \
+                "(device limits: torch.cuda.get_device_properties)"
+        if any(is_private(p) for p in rest.split(".")):
+            return "library-internals", f"`{q}` is a private name of a library"
+        if root == "torch":
+            for rule, names in TORCH_REFUSED.items():
+                if any(rest == n or rest.startswith(n + ".") for n in names):
+                    return rule, f"`{q}` is not allowed (library kernels, replay, streams, " \
+                        "native code)"
+        if q in EVALUATING_NAMES:
+            return "dynamic-code", f"`{q}` evaluates strings as code"
+        if q in OPERATOR_REFUSED:
+            return OPERATOR_REFUSED[q], f"`{q}` computes with torch or calls a method by name"
+        return None
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and any(
+                n in ESCAPE_ATTRIBUTES for n in names_in_string(node.value)):
+            self.flag(node, "introspection",
+                      f"`{node.value[:60]}` names an attribute that reaches the interpreter's "
+                      "internals")
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        self.bound(node, node.name)
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.target, ast.Attribute) and self.qualname(node.target.value) is not None:
-            self.flag(node, "monkeypatch", "modifying an imported module's attribute")
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        self.bound(node, node.name)
         self.generic_visit(node)
 
-    # ---- functions ---------------------------------------------------------------------------
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        for d in node.decorator_list:
-            self.visit(d)
-        if self._is_jit(node):
-            return  # Triton code: the compiler decides what is valid in there
-        for stmt in node.body:
-            self.visit(stmt)
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        self.bound(node, node.name)
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        self.bound(node, node.rest)
+        self.generic_visit(node)
 
-    # ---- expressions -------------------------------------------------------------------------
+    def visit_Global(self, node: ast.Global) -> None:
+        self.bound(node, *node.names)
+
+    visit_Nonlocal = visit_Global  # type: ignore[assignment]
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        """``case object(__globals__=g)`` reads that attribute off the subject."""
+        for attr in node.kwd_attrs:
+            self.attribute_name(node, attr)
+        self.generic_visit(node)
+
+    def visit_Match(self, node: ast.Match) -> None:
+        q = self.qualname(node.subject)
+        for case in node.cases if q is not None else []:
+            if isinstance(case.pattern, ast.MatchClass):
+                for attr, sub in zip(case.pattern.kwd_attrs, case.pattern.kwd_patterns, strict=True):
+                    self.reference(sub, f"{q}.{attr}")
+                    if isinstance(sub, ast.MatchAs) and sub.name and sub.pattern is None:
+                        self.aliases[sub.name] = f"{q}.{attr}"
+        self.generic_visit(node)
+
+    # ---- compute ------------------------------------------------------------------------------
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.MatMult):
+        if isinstance(node.op, ast.MatMult) and not self.in_jit:
             self.flag(node, "matmul-operator", "`@` computes a matrix product with torch")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        q = self.qualname(func)
-        if isinstance(func, ast.Name) and func.id in _DYNAMIC_BUILTINS and func.id not in self.aliases:
-            self.flag(node, "dynamic-code", f"`{func.id}` is not allowed")
-        elif isinstance(func, ast.Name) and func.id in ("getattr", "setattr"):
+        if isinstance(func, ast.Name) and func.id in NAME_TAKING_BUILTINS \
+                and reaches_builtin(self.scopes, func.id):
             self._check_getattr(node, func.id)
+            for n in [*node.args, *node.keywords]:
+                self.visit(n)
+            return
+        q = self.qualname(func)
+        if q == "operator.attrgetter":
+            self._check_attrgetter(node)
         elif q is not None:
-            self._check_qualified(node, q)
+            self._check_torch_call(node, q)
         elif isinstance(func, ast.Attribute):
             self._check_method(node, func.attr)
         self.generic_visit(node)
@@ -216,41 +431,37 @@ class _Checker(ast.NodeVisitor):
         if which == "setattr" and base is not None:
             self.flag(node, "monkeypatch", f"`setattr` on `{base}` changes a library or the harness")
         elif base is not None:
-            self._check_qualified(node, f"{base}.{name}")
-        elif name in COMPUTE_METHODS or name in CPU_ROUND_TRIPS:
+            self.reference(node, f"{base}.{name}")
+            self._check_torch_call(node, f"{base}.{name}")
+        elif not self.attribute_name(node, name):
             self._check_method(node, name)
 
-    def _check_qualified(self, node: ast.AST, q: str) -> None:
-        if q.startswith("torch."):
-            name = q[len("torch."):]
-            if name.startswith("ops."):
-                self.flag(node, "torch-ops", f"`{q}` calls a library kernel directly")
-            elif name in ("compile", "cuda.graph", "cuda.graphs", "cuda.CUDAGraph",
-                          "cuda.make_graphed_callables") or name.startswith("cuda.graphs."):
-                self.flag(node, "cuda-graph", f"`{q}` is not allowed (replay and compilation)")
-            elif name in ("cuda.Stream", "cuda.stream", "cuda.set_stream", "cuda.Event",
-                          "cuda.ExternalStream"):
-                self.flag(node, "stream", f"`{q}`: work must run on the default stream")
-            elif name.split(".")[-1] in ("float32", "float16", "bfloat16", "float64", "int32",
-                                         "int64", "int8", "int16", "uint8", "bool", "complex64",
-                                         "complex128", "float8_e4m3fn", "float8_e5m2"):
+    def _check_attrgetter(self, node: ast.Call) -> None:
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                self.flag(node, "dynamic-attribute",
+                          "`operator.attrgetter` with a computed name hides what is used")
                 return
-            elif name not in self.torch_allowed:
-                self.flag(node, "torch-call",
-                          f"`{q}` computes with torch; compute in your own Triton kernels")
-        elif q in _OPERATOR_DENIED:
-            self.flag(node, "dynamic-attribute" if q.endswith("methodcaller") else "matmul-operator",
-                      f"`{q}` computes with torch or calls a method by name")
-        elif q.startswith("triton.") or q.split(".")[0] in ALLOWED_IMPORT_ROOTS - {"torch"}:
-            return
+            for name in names_in_string(arg.value):
+                if name in COMPUTE_METHODS:
+                    self._check_method(node, name)
+                else:
+                    self.attribute_name(node, name)
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _INTROSPECTION_ATTRS:
-            self.flag(node, "introspection",
-                      f"`.{node.attr}` reaches into a module's or function's internals")
-        self.generic_visit(node)
+    def _check_torch_call(self, node: ast.AST, q: str) -> None:
+        if self.in_jit or not q.startswith("torch."):
+            return
+        name = q[len("torch."):]
+        root = q.partition(".")[0]
+        if name.split(".")[-1] in TORCH_DTYPES or self._reference_rule(root, name, q) is not None:
+            return  # dtypes are fine; refused names are flagged as references
+        if name not in self.torch_allowed:
+            self.flag(node, "torch-call",
+                      f"`{q}` computes with torch; compute in your own Triton kernels")
 
     def _check_method(self, node: ast.AST, name: str) -> None:
+        if self.in_jit:
+            return
         if name in DUNDER_ARITHMETIC or name in COMPUTE_METHODS:
             self.flag(node, "tensor-method", f"`.{name}()` computes with torch; use a Triton kernel")
         elif name in CPU_ROUND_TRIPS and not (name == "item" and self.kind is Kind.SCALAR):
@@ -259,7 +470,16 @@ class _Checker(ast.NodeVisitor):
 
 def check(source: str, kind: Kind | str = Kind.COMPUTE) -> list[Violation]:
     """Every policy violation in ``source`` (which must parse), in line order."""
-    tree = ast.parse(source)
     checker = _Checker(source, Kind(kind))
-    checker.visit(tree)
-    return sorted(checker.violations, key=lambda v: v.line)
+    encoding = _declared_encoding(source)
+    if encoding is not None:
+        checker.violations.append(Violation(
+            "encoding", 1, f"coding: {encoding}",
+            f"the file declares {encoding}; candidates are UTF-8 and are checked as UTF-8"))
+    try:
+        checker.visit(ast.parse(source))
+    except RecursionError:  # fail closed: what cannot be walked is not accepted
+        checker.violations.append(Violation(
+            "nesting", 1, "nesting deeper than the policy walks",
+            "an expression nests too deeply to be checked (hundreds of levels); split it"))
+    return sorted(dict.fromkeys(checker.violations), key=lambda v: v.line)

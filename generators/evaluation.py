@@ -8,20 +8,26 @@ coordinator's store, or a test double. :class:`AgentEvaluator` satisfies it with
 An evaluator never raises for what the candidate does (that is the verdict). When the *system*
 cannot produce a verdict (agent unreachable, queue full past the deadline, bad request), it
 returns a verdict with status ``INFRA_ERROR`` and the reason in ``message``: it is never counted
-against the model, and ``refine`` stops without feeding it back.
+against the model, and ``refine`` stops without feeding it back. Nor does it accept a verdict
+that answers another request (:mod:`protos.integrity`): that is ``INFRA_ERROR`` as well.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import logging
 import time
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import operators
+from protos.integrity import Expected, mismatches, refusal, source_digest
 from protos.records import EvalRequest, Status, Verdict
+from protos.request_ids import RequestIds
 
 if TYPE_CHECKING:
     from protos.client import AgentClient
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -33,7 +39,7 @@ class Evaluator(Protocol):
 
 def candidate_hash(source: str) -> str:
     """The content address of a candidate (as :attr:`generators.base.Candidate.candidate_hash`)."""
-    return hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()
+    return source_digest(source.encode("utf-8", "surrogateescape"))
 
 
 def infra_verdict(operator_id: str, source: str, message: str) -> Verdict:
@@ -45,19 +51,26 @@ def infra_verdict(operator_id: str, source: str, message: str) -> Verdict:
 class AgentEvaluator:
     """Evaluates candidates on one device agent (one gRPC channel, reused for every call).
 
-    The request id is derived from the problem and the candidate's content, so the agent's
-    idempotency makes two trajectories that produce the same file share one evaluation.
-    A busy agent (``RESOURCE_EXHAUSTED``) is retried after the delay it asks for until
-    ``timeout_s`` has passed; other agent failures give an ``INFRA_ERROR`` verdict.
+    The request id is derived from the problem, its version, the candidate's content, the
+    timing mode and ``run`` with the coordinator's secret (:class:`protos.request_ids.RequestIds`,
+    loaded on first use unless given), so the agent's idempotency makes two trajectories that
+    produce the same file share one evaluation, while nobody without the secret can predict the
+    id and bind a verdict to it first. A busy agent (``RESOURCE_EXHAUSTED``) is retried after
+    the delay it asks for until ``timeout_s`` has passed; other agent failures give an
+    ``INFRA_ERROR`` verdict. An agent that answers for another request is not asked again.
     """
 
-    def __init__(self, address: str, timeout_s: float = 600.0, *, skip_timing: bool = False) -> None:
+    def __init__(self, address: str, timeout_s: float = 600.0, *, skip_timing: bool = False,
+                 run: str = "", request_ids: RequestIds | None = None) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
         self.address = address
         self.timeout_s = timeout_s
         self.skip_timing = skip_timing
+        self.run = run
+        self._ids = request_ids
         self._client: AgentClient | None = None
+        self._untrusted = ""  # why this agent's verdicts are no longer accepted
 
     def __repr__(self) -> str:
         return f"AgentEvaluator({self.address!r}, timeout_s={self.timeout_s})"
@@ -80,15 +93,41 @@ class AgentEvaluator:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _request(self, operator_id: str, source: str) -> EvalRequest:
+        version = operators.get(operator_id).version
+        if self._ids is None:
+            self._ids = RequestIds.load()
+        rid = self._ids.derive(operator_id=operator_id, operator_version=version,
+                               candidate_hash=candidate_hash(source),
+                               mode="notime" if self.skip_timing else "timed", run=self.run,
+                               prefix="gen")
+        return EvalRequest(request_id=rid, operator_id=operator_id, operator_version=version,
+                           source=source.encode("utf-8", "surrogateescape"),
+                           skip_timing=self.skip_timing)
+
+    def _vet(self, req: EvalRequest, verdict: Verdict) -> Verdict:
+        """The verdict, or INFRA_ERROR when it answers another request (then the agent is
+        not trusted again: a rogue agent must not keep feeding results)."""
+        expected = Expected.of(req)
+        found = mismatches(expected, verdict)
+        if not found:
+            return verdict
+        refused = refusal(expected, verdict, self.address, found)
+        self._untrusted = "it answered for another request"
+        log.error("INTEGRITY ALARM (mismatch) agent %s: %s; not asked again", self.address,
+                  refused.message)
+        return refused
+
     async def evaluate(self, operator_id: str, source: str) -> Verdict:
         from protos.client import AgentBusy, AgentError
 
-        chash = candidate_hash(source)
-        tag = "notime" if self.skip_timing else "timed"
-        rid = "gen-" + hashlib.sha256(f"{operator_id}\0{tag}\0{chash}".encode()).hexdigest()[:32]
-        req = EvalRequest(request_id=rid, operator_id=operator_id,
-                          source=source.encode("utf-8", "surrogateescape"),
-                          skip_timing=self.skip_timing)
+        if self._untrusted:
+            return infra_verdict(operator_id, source,
+                                 f"agent at {self.address} is not trusted: {self._untrusted}")
+        try:
+            req = self._request(operator_id, source)
+        except operators.UnknownOperatorError as exc:
+            return infra_verdict(operator_id, source, f"not in this suite: {exc}")
         client = self._get_client()
         end = time.monotonic() + self.timeout_s
         while True:
@@ -97,7 +136,7 @@ class AgentEvaluator:
                 return infra_verdict(operator_id, source,
                                      f"agent at {self.address} gave no verdict within {self.timeout_s:.0f}s")
             try:
-                return await client.evaluate(req, timeout=remaining)
+                return self._vet(req, await client.evaluate(req, timeout=remaining))
             except AgentBusy as exc:
                 wait = max(exc.retry_after_s, 0.05)
                 if time.monotonic() + wait >= end:

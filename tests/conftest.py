@@ -59,6 +59,15 @@ def agent_secret_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         os.environ["KGB_AGENT_SECRET_FILE"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def coordinator_secret_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Coordinators in tests keep their request-id secret in a temp dir, not in ~/.cache."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KGB_COORDINATOR_SECRET_FILE",
+                   str(tmp_path_factory.mktemp("coordinator") / "coordinator-secret"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def cpu_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real agent process on loopback (cpu platform) shared by the session: its address.

@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,11 @@ import click
 import orjson
 
 import operators
+from coordinator.integrity import Guard
 from coordinator.local_agent import LocalAgent
+from protos import request_ids
 from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest
+from protos.integrity import Expected
 from protos.records import EvalRequest, Verdict
 
 EXIT_AGENT_UNREACHABLE = 3
@@ -145,18 +147,24 @@ async def _evaluate_all(address: str, spec: operators.OperatorSpec,
             return EXIT_AGENT_UNREACHABLE
         sem = asyncio.Semaphore(concurrency or max(1, desc.capacity))
         unreachable = False
+        guard = Guard()  # a verdict for another request is no verdict; its agent gets no more
 
         async def one(path: Path, source: bytes) -> tuple[Path, Verdict | None, str]:
             async with sem:
-                req = EvalRequest(request_id=f"eval-{uuid.uuid4().hex}", operator_id=spec.id,
+                why = guard.quarantined(address)
+                if why is not None:
+                    return path, None, f"agent {address} is quarantined ({why})"
+                req = EvalRequest(request_id=request_ids.fresh("eval"), operator_id=spec.id,
                                   operator_version=spec.version, source=source,
                                   candidate_name=path.name, skip_timing=no_timing)
                 try:
-                    return path, await client.evaluate(req, timeout=timeout), ""
+                    got = await client.evaluate(req, timeout=timeout)
                 except BadRequest as exc:
                     return path, None, f"rejected request: {exc}"
                 except AgentError as exc:
                     return path, None, str(exc)
+                vetted = guard.vet(address, Expected.of(req, desc.system.device_model), got)
+                return (path, got, "") if vetted is got else (path, None, vetted.message)
 
         tasks = [asyncio.ensure_future(one(p, s)) for p, s in sources]
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -16,6 +16,7 @@ from click.core import ParameterSource
 
 from coordinator.report import (
     read_report,
+    render_disputes,
     render_report,
     render_table,
     result_rows,
@@ -139,6 +140,7 @@ def report(ctx: click.Context, run_ref: str, store_path: Path | None, runs_dir: 
     A sweep's report: accuracy and pass@k per model x method x source x platform, the status
     funnel, and tokens, cost and GPU time per solved problem (docs/reports.md defines them).
     A run of `kgb run` (no model calls): its table of trajectories and verdicts.
+    Then any verdicts the fleet's spot-check disputed (docs/fleet.md).
     """
     check_store_options(ctx, store_path)
     ks = _parse_ks(k_text)
@@ -158,5 +160,8 @@ def report(ctx: click.Context, run_ref: str, store_path: Path | None, runs_dir: 
                 click.echo(orjson.dumps(rep.to_json()).decode())
             else:
                 stdout_console().print(render_report(rep))
+        disputes = store.disputes()
+        if disputes and not as_json:
+            stdout_console().print(render_disputes(disputes))
     finally:
         store.close()

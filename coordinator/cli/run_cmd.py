@@ -62,6 +62,7 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from coordinator.integrity import Guard
     from coordinator.local_agent import LocalAgent
     from coordinator.metrics import SweepMetrics
     from coordinator.sweep import ResultEvent, SweepConfig, init_ray, run_sweep
@@ -99,7 +100,11 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
                 metrics.trajectories_planned.set(n)
                 bar.update(task_id, total=n)
 
+            guard = Guard()
+            metrics.integrity_alarms({}, agents=[address])
+
             def on_event(e: ResultEvent) -> None:
+                metrics.integrity_alarms(guard.totals())
                 bar.advance(task_id)
                 metrics.trajectories_done.inc()
                 if e.verdict is None:
@@ -112,7 +117,8 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
                                 reused=e.reused)
                 bar.update(task_id, last=f"{e.operator_id}: {v.status.value}")
 
-            summary = run_sweep(config, address, desc, store, on_event, planned)  # type: ignore[arg-type]
+            summary = run_sweep(config, address, desc, store, on_event, planned,  # type: ignore[arg-type]
+                                guard)
     except AgentUnreachable as exc:
         console.print(f"kgb run: the local agent failed: {exc}", markup=False)
         return 3

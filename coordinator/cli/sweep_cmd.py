@@ -393,6 +393,8 @@ class _ProgressView:
     def fleet(self, status: dict[str, Any]) -> None:
         self.eval_in_flight = int(status.get("in_flight", 0))
         self.metrics.fleet(status.get("rows", []))
+        self.metrics.integrity_alarms(status.get("alarms", {}),
+                                      agents=[a[0] for a in status.get("agents", [])])
         if self.last is not None:
             self.metrics.in_flight(self.last.in_flight, self.eval_in_flight)
 

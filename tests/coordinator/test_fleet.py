@@ -15,13 +15,12 @@ import random
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import operators
 from coordinator.fleet import (
@@ -39,18 +38,14 @@ from coordinator.local_agent import LocalAgent
 from coordinator.registry_service import RegistryServer
 from coordinator.sweep_spec import AgentSpec
 from generators.evaluation import Evaluator
-from protos import convert
 from protos.client import AgentClient
-from protos.kgb.agent.v1 import agent_pb2_grpc
 from protos.records import (
-    AgentDescription,
-    DeviceInfo,
     EvalRequest,
     Status,
-    SystemInfo,
     Verdict,
 )
 from protos.registry import AgentLoad, Registration
+from tests.coordinator.fake_agents import fake, honest_verdict
 
 ADD = operators.get("aten::add")
 OP = (ADD.id, ADD.version)
@@ -407,54 +402,8 @@ def test_registration_heartbeat_lease_expiry_and_reregistration(agent_secret_env
 
 # ---- scripted failures (in-process fake agents) ----------------------------------------------
 
-Behaviour = Callable[[EvalRequest, grpc.aio.ServicerContext], Awaitable[Verdict]]
-
-
-class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServicer):  # type: ignore[misc]
-    """A DeviceAgent whose Evaluate a test scripts; its health check can be made to fail."""
-
-    def __init__(self, behaviour: Behaviour, busy: int = 0) -> None:
-        self.behaviour = behaviour
-        self.busy = busy
-        self.calls: list[str] = []
-        self.unhealthy = False
-
-    async def Check(self, request: health_pb2.HealthCheckRequest,
-                    context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
-        if self.unhealthy:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "fake: not answering")
-        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
-
-    async def Describe(self, request: object, context: grpc.aio.ServicerContext) -> object:
-        model = "cpu (fake)"
-        return convert.description_to_proto(AgentDescription(
-            agent_id="fake", harness_version="test", system=SystemInfo(platform="cpu", device_model=model),
-            devices=(DeviceInfo(0, model, capacity=1, busy=self.busy),), suite=(OP,), capacity=1,
-            queue_depth=0, max_queue=8, timings_meaningful=False))
-
-    async def Evaluate(self, request: object, context: grpc.aio.ServicerContext) -> object:
-        req = convert.request_from_proto(request)  # type: ignore[arg-type]
-        self.calls.append(req.request_id)
-        return convert.verdict_to_proto(await self.behaviour(req, context))
-
-
-@contextlib.asynccontextmanager
-async def fake(behaviour: Behaviour, busy: int = 0) -> AsyncIterator[tuple[str, FakeAgent]]:
-    agent = FakeAgent(behaviour, busy)
-    server = grpc.aio.server()
-    agent_pb2_grpc.add_DeviceAgentServicer_to_server(agent, server)
-    health_pb2_grpc.add_HealthServicer_to_server(agent, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}", agent
-    finally:
-        await server.stop(0)
-
-
 def _verdict(req: EvalRequest, status: Status, message: str = "") -> Verdict:
-    return Verdict(status=status, operator_id=req.operator_id, operator_version=ADD.version,
-                   candidate_hash="h", request_id=req.request_id, message=message)
+    return honest_verdict(req, status, message)
 
 
 async def passes(req: EvalRequest, context: grpc.aio.ServicerContext) -> Verdict:

@@ -142,3 +142,21 @@ def test_each_instance_has_its_own_registry_and_endpoint() -> None:
         b.close()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+
+
+def test_integrity_alarms_grow_by_what_is_new_and_bound_the_agent_label() -> None:
+    m = SweepMetrics()
+    m.integrity_alarms({}, agents=["10.0.0.1:50051"])
+    for kind in ("mismatch", "disagreement"):  # created at zero: the first alarm is an increase
+        assert _value(m, "kgb_fleet_integrity_alarms_total", agent="10.0.0.1:50051", alarm=kind) == 0
+    m.integrity_alarms({("10.0.0.1:50051", "mismatch"): 1})
+    m.integrity_alarms({("10.0.0.1:50051", "mismatch"): 1})  # the same totals again: no change
+    m.integrity_alarms({("10.0.0.1:50051", "mismatch"): 3, ("10.0.0.2:50051", "disagreement"): 1})
+    assert _value(m, "kgb_fleet_integrity_alarms_total", agent="10.0.0.1:50051", alarm="mismatch") == 3
+    assert _value(m, "kgb_fleet_integrity_alarms_total", agent="10.0.0.2:50051",
+                  alarm="disagreement") == 1
+    m.integrity_alarms({(f"10.1.0.{i}:1", "mismatch"): 1 for i in range(MAX_NAMES + 5)})
+    agents = {s.labels["agent"] for f in m.registry.collect() for s in f.samples
+              if s.name == "kgb_fleet_integrity_alarms_total"}
+    assert len(agents) == MAX_NAMES + 1 and OTHER in agents  # the first 64 agents, then "other"
+    assert _value(m, "kgb_fleet_integrity_alarms_total", agent=OTHER, alarm="mismatch") == 7

@@ -288,3 +288,13 @@ def test_replay_path_is_relative_to_the_spec(tmp_path: Path) -> None:
     with pytest.raises(SweepSpecError) as info:
         load_spec(tmp_path / "missing.toml")
     assert "cannot read" in str(info.value)
+
+
+def test_fleet_spot_check_is_a_fraction_and_off_unless_given() -> None:
+    assert parse(BASE).fleet.spot_check is None
+    assert parse(BASE + "\n[fleet]\nspot_check = 0.05\n").fleet.spot_check == 0.05
+    assert parse(BASE + "\n[fleet]\nspot_check = 1\n").fleet.spot_check == 1.0
+    assert "fleet.spot_check: is a fraction" in str(error(BASE + "\n[fleet]\nspot_check = 1.5\n"))
+    assert "fleet.spot_check: must be >= 0" in str(error(BASE + "\n[fleet]\nspot_check = -0.1\n"))
+    assert "fleet.spot_chek: unknown key; did you mean 'spot_check'" in str(
+        error(BASE + "\n[fleet]\nspot_chek = 0.1\n"))

@@ -10,8 +10,10 @@ process, Ray and all) with LLM trajectory methods against the scripted LLM serve
 by problem, temperature and turn, so the outcome is deterministic), evaluations on the real agent
 and a dead agent in its fleet. Another client holds the agent's one worker with a hanging
 candidate, an honest one of its own waiting, until the fleet's queue depth has been scraped (then
-the hang is cancelled), so that gauge moves whatever the sweep's own timing. ``--metrics-linger``
-keeps its /metrics up after the sweep so the final counts are scraped. Then every expression
+the hang is cancelled), so that gauge moves whatever the sweep's own timing. A rogue agent in
+the fleet (answering PASSED about another candidate) is quarantined, so the integrity alarm
+moves. ``--metrics-linger`` keeps its /metrics up after the sweep so the final counts are
+scraped. Then every expression
 of ``deploy/grafana/kgb.json`` (Grafana's variables substituted) must return at least one finite
 value, and every variable query at least one label value.
 """
@@ -46,6 +48,7 @@ from coordinator.store import DB_NAME, Store
 from operators.aten.add import NEGATIVE_NO_ALPHA
 from protos.client import AgentClient
 from protos.records import EvalRequest, Status
+from tests.coordinator.fake_agents import fake_in_thread, passes_another_candidate
 from tests.coordinator.sweeping import kgb, wait_for
 from tests.deploy.helpers import (
     PROM_CONFIG,
@@ -260,7 +263,7 @@ class OtherClient:
         return self.outcome
 
 
-def _spec(path: Path, llm: FakeServer, agent: str) -> Path:
+def _spec(path: Path, llm: FakeServer, agent: str, rogue: str) -> Path:
     path.write_text(f"""operators = ["{ADD.id}", "{SAXPY.id}"]
 platforms = ["cpu"]
 
@@ -314,6 +317,10 @@ platform = "cpu"
 
 [[agents]]
 address = "{agent}"
+platform = "cpu"
+
+[[agents]]
+address = "{rogue}"
 platform = "cpu"
 
 [budgets]
@@ -399,12 +406,13 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
         with metrics_agent(tmp_path / "agent.log", workers=1, serving=False) as agent, \
                 fake_server(SCRIPT, tmp_path) as llm, \
                 prometheus_server(tmp_path, coordinator,
-                                  urllib.parse.urlsplit(agent.metrics_url).netloc) as prom:
+                                  urllib.parse.urlsplit(agent.metrics_url).netloc) as prom, \
+                fake_in_thread(passes_another_candidate) as (rogue, _):
             asyncio.run(agent.agent.wait_serving(timeout=180))
             _wait_for(prom, 'kgb_agent_serving{job="kgb-agent"} == 1', "agent scraped while serving")
             other = OtherClient(agent.address)
             other.start()
-            spec = _spec(tmp_path / "sweep.toml", llm, agent.address)
+            spec = _spec(tmp_path / "sweep.toml", llm, agent.address, rogue)
             sweep = kgb("sweep", "run", str(spec), "--metrics-port", coordinator.split(":")[1],
                         "--no-progress", "--metrics-linger", "300")
             _wait_for(prom, 'up{job="kgb-coordinator"} == 1', "coordinator scraped")
@@ -440,7 +448,8 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
                          'count(sum by (end_reason) (kgb_trajectories_total) > 0) == 6',
                          f'count(max_over_time(kgb_sweep_in_flight[{WINDOW}]) > 0) == 2',
                          'sum(kgb_verdicts_reused_total) >= 1',
-                         'sum(kgb_fleet_agents_up) == 1 and sum(kgb_fleet_agents) == 2',
+                         'sum(kgb_fleet_agents_up) == 1 and sum(kgb_fleet_agents) == 3',
+                         'sum(kgb_fleet_integrity_alarms_total{alarm="mismatch"}) == 1',
                          'sum(kgb_agent_evaluations_total{status="PASSED"}) >= 1'):
                 _wait_for(prom, expr, "the workload's coverage", timeout=15)
 
