@@ -223,8 +223,8 @@ exit 0
 
 @contextlib.contextmanager
 def outside_tmp() -> Iterator[Path]:
-    """A new directory that the agent's workers can see: not under /tmp, /var/tmp or /dev/shm
-    (each worker gets empty private ones), readable by their uids; beside the sources, which the
+    """A new directory that the agent's workers can see: not under the directories each worker
+    gets empty private copies of (/tmp …), readable by their uids; beside the sources, which the
     agent's tests already need to be that."""
     top = Path(tempfile.mkdtemp(prefix=".kgb-install-", dir=REPO))
     try:
