@@ -34,7 +34,7 @@ import inspect
 import math
 import random
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +46,6 @@ from generators.providers.base import EndpointConfig, ProviderConfigError
 from generators.providers.pricing import ModelPrice, PriceError, PriceTable
 from generators.registry import MethodKind
 from operators.spec import PLATFORMS, Source
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the coordinator runs on 3.11+
-    import tomli as tomllib
 
 # The published sizes of each suite (shared/reference/operators.md): MS = 110 ATen + 50 vLLM +
 # 50 cuBLAS on NVIDIA; MC = the 110 ATen problems on every platform.
