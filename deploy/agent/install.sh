@@ -8,8 +8,7 @@
 # beside this script runs it; tests/deploy/test_install.py runs it on the CPU machine; on a bare GPU
 # host run it as root (docs/deploy.md). Settings, all optional, from the environment:
 #
-#   KGB_VENV             the virtual environment to create or update   (default /opt/kgb;
-#                        not under /tmp, /var/tmp, /dev/shm or /run, which workers see empty)
+#   KGB_VENV             the virtual environment to create or update   (default /opt/kgb)
 #   KGB_PYTHON           the interpreter that creates it               (default python3)
 #   KGB_CONSTRAINTS      the constraints file                          (default SOURCE/constraints.txt)
 #   KGB_TORCH            torch version for this host, replacing the constraints' pin, e.g. 2.11.0
@@ -44,13 +43,6 @@ TRITON=${KGB_TRITON:-}
 INDEX=${KGB_TORCH_INDEX_URL:-}
 EXTRAS=${KGB_EXTRAS:-}
 
-case $VENV/ in
-    /tmp/*|/var/tmp/*|/dev/shm/*|/run/*)
-        # Each worker gets empty private copies of these directories (device_agent/sandbox.py):
-        # it would not find the installation there.
-        echo "install.sh: KGB_VENV=$VENV: the agent's workers cannot see /tmp, /var/tmp, /dev/shm or /run" >&2
-        exit 2 ;;
-esac
 [ -f "$CONSTRAINTS" ] || { echo "install.sh: no constraints file $CONSTRAINTS" >&2; exit 2; }
 if [ "${TORCH:+set}" != "${TRITON:+set}" ]; then
     # Each torch release pins the triton it was built with; half an override cannot resolve.
