@@ -96,7 +96,9 @@ def parse_tokens(text: str, source: str) -> tuple[TokenEntry, ...]:
             raise AuthConfigError(
                 f"{source}:{number}: expected 'TENANT sha256:HEX' (64 lower-case hex digits); tokens "
                 "files hold digests, never tokens: create entries with `kgb agent token add`")
-        tenant, digest = check_tenant(m["tenant"]), m["digest"]
+        if not TENANT_PATTERN.fullmatch(m["tenant"]):
+            raise AuthConfigError(f"{source}:{number}: bad tenant name {m['tenant']!r}")
+        tenant, digest = m["tenant"], m["digest"]
         if digest in seen:
             raise AuthConfigError(f"{source}:{number}: the same token digest appears twice")
         seen.add(digest)

@@ -51,6 +51,7 @@ from protos.records import (
     Verdict,
 )
 from protos.registry import AgentLoad, Registration
+from tests.helpers import until
 
 ADD = operators.get("aten::add")
 OP = (ADD.id, ADD.version)
@@ -70,14 +71,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def agent_of(snap: FleetSnapshot, address: str) -> AgentSnapshot | None:
