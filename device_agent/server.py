@@ -77,7 +77,6 @@ class AgentSettings:
     register_auth: ClientAuth | None = field(default=None, repr=False)  # to reach --register
 
 
-
 def load_secret() -> bytes:
     """The agent's secret for hidden-case seeds: ``KGB_AGENT_SECRET`` (hex), else a file created
     once under ``~/.cache/kgb`` (so verdicts stay reproducible across restarts)."""

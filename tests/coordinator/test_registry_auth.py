@@ -17,7 +17,7 @@ import operators
 from coordinator.fleet import AgentSnapshot, AgentState, Fleet, FleetConfig
 from coordinator.local_agent import LocalAgent
 from coordinator.registry_service import RegistryAccess, RegistryServer
-from coordinator.sweep_spec import SweepSpecError, parse_spec
+from coordinator.sweep_spec import AgentSpec, SweepSpecError, parse_spec
 from protos.records import Status
 from protos.registry import (
     AgentLoad,
@@ -118,6 +118,25 @@ def test_only_the_registering_tenant_may_heartbeat_or_deregister(setup: Setup) -
     with_registry(setup, body)
 
 
+def test_a_static_agent_cannot_be_drained_through_the_registry(setup: Setup) -> None:
+    """A spec agent holds no registration, so no token's Deregister may touch it (before, one
+    with its agent id, "" until first checked, drained it)."""
+    async def go() -> None:
+        async with Fleet([AgentSpec(AGENT, "cpu")], CONFIG) as fleet:
+            server = RegistryServer(fleet, access=setup.access())
+            address = await server.start()
+            try:
+                async with RegistryClient(address, setup.auth(setup.bob)) as bob:
+                    await bob.deregister("", AGENT, timeout=5)
+                snap = seen(fleet)
+                assert snap is not None and snap.state is not AgentState.DRAINING, snap
+                assert "deregistered" not in snap.reason
+            finally:
+                await server.stop(0)
+
+    asyncio.run(go())
+
+
 def test_an_exposed_registry_needs_tls_and_tokens_or_insecure(setup: Setup) -> None:
     async def go() -> None:
         async with Fleet([], CONFIG) as fleet:
@@ -138,7 +157,8 @@ def test_kgb_sweep_refuses_an_exposed_registry_before_starting(setup: Setup, tmp
     spec.write_text('operators = ["aten::add"]\nplatforms = ["cpu"]\n[sweep]\nname = "exposed"\n'
                     '[[methods]]\nname = "reference"\n')
     r = CliRunner().invoke(kgb, ["sweep", "run", str(spec), "--registry-port", "0",
-                                 "--registry-host", "0.0.0.0"])
+                                 "--registry-host", "0.0.0.0", "--wait-for-agents", "0",
+                                 "--no-progress", "--metrics-port", "0"])
     assert r.exit_code == 2 and "without TLS and tokens" in r.stderr, r.output
     r = CliRunner().invoke(kgb, ["sweep", "run", str(spec), "--registry-port", "0",
                                  "--registry-tls-cert", str(setup.certs.server.cert),

@@ -347,24 +347,26 @@ def test_raw_stub_without_metadata_is_refused(secure_agent: str, creds: Creds) -
 
 # ---- who may listen where ---------------------------------------------------------------------
 
-def test_non_loopback_without_tls_and_tokens_is_refused(creds: Creds,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from device_agent.__main__ import main
-
+def test_non_loopback_without_tls_and_tokens_is_refused(creds: Creds) -> None:
+    """The real program, in its own process with a deadline: a broken guard would serve (and
+    the test fail on the timeout) rather than hang the suite."""
     tls = ["--tls-cert", str(creds.certs.server.cert), "--tls-key", str(creds.certs.server.key)]
     for extra, missing in (([], "TLS and tokens"), (tls, "tokens"), (["--tokens", str(creds.tokens)], "TLS")):
-        assert main(["serve", "--host", "0.0.0.0", "--port", "0", *extra]) == 2
-        err = capsys.readouterr().err
-        assert f"refusing to listen on 0.0.0.0 without {missing}" in err, err
-        assert "--insecure" in err and "kgb agent token add" in err
+        r = subprocess.run([sys.executable, "-m", "device_agent", "serve", "--host", "0.0.0.0",
+                            "--port", "0", "--platform", "cpu", "--instant-verdicts", *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert f"refusing to listen on 0.0.0.0 without {missing}" in r.stderr, r.stderr
+        assert "--insecure" in r.stderr and "kgb agent token add" in r.stderr
 
 
 def test_serve_itself_refuses_an_exposed_address() -> None:
     """Not only the CLI: an embedding that builds settings by hand is refused too."""
     from device_agent.server import AgentSettings, ExposureRefused, serve
 
+    settings = AgentSettings(host="0.0.0.0", port=0, platform="cpu", instant_verdicts=True)
     with pytest.raises(ExposureRefused, match="without TLS and tokens"):
-        asyncio.run(serve(AgentSettings(host="0.0.0.0", port=0)))
+        asyncio.run(asyncio.wait_for(serve(settings), timeout=30))
 
 
 def test_insecure_allows_an_open_non_loopback_agent_with_a_warning(agent_secret_env: None) -> None:
@@ -430,3 +432,30 @@ def test_refusals_are_counted_and_tokens_work_on_plain_loopback(agent_secret_env
         families = scrape(m.metrics_url)
         for reason in ("quota", "unauthenticated"):
             assert sample(families, "kgb_agent_rejected_total", platform="cpu", reason=reason) == 1
+
+
+def test_kgb_agent_serve_forwards_every_access_option(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """The click wrapper execs the agent program: every access flag must reach its argv."""
+    from coordinator.cli import agent_cmd, kgb
+
+    seen: list[list[str]] = []
+
+    def execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        seen.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(agent_cmd.os, "execve", execve)
+    f = tmp_path / "f.pem"
+    f.write_text("x")
+    flags = {"--tls-cert": str(f), "--tls-key": str(f), "--tls-client-ca": str(f), "--tokens": str(f),
+             "--quota-concurrency": "3", "--quota-rate": "7", "--audit-log": str(tmp_path / "a.jsonl"),
+             "--register": "127.0.0.1:9", "--register-ca": str(f), "--register-cert": str(f),
+             "--register-key": str(f), "--register-token-file": str(f)}
+    args = [a for kv in flags.items() for a in kv]
+    r = CliRunner().invoke(kgb, ["agent", "serve", *args, "--insecure"])
+    assert r.exit_code == 0, r.output
+    argv = seen[0]
+    for flag, value in flags.items():
+        assert argv[argv.index(flag) + 1] == value, flag
+    assert "--insecure" in argv
