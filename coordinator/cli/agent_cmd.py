@@ -41,8 +41,9 @@ _ACCESS_VALUES = (
 def _access_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for flag, text in reversed(_ACCESS_VALUES):
         numeric = flag.startswith("--quota-")
+        metavar = "N" if numeric else "FILE" if flag.endswith(("tokens", "log", "file")) else "PEM"
         f = click.option(flag, type=click.IntRange(1, 1_000_000) if numeric else _PEM, default=None,
-                         metavar="N" if numeric else "FILE", help=text)(f)
+                         metavar=metavar, help=text)(f)
     return click.option("--insecure", is_flag=True,
                         help="allow a non-loopback --host without TLS and tokens (a network you "
                              "trust)")(f)
@@ -70,10 +71,10 @@ def agent() -> None:
     """The device agent that compiles and measures candidates on this host.
 
     \b
-      kgb agent serve                          loopback, no TLS: the embedded default
-      kgb agent token add --tenant T --tokens F  make a bearer token for tenant T
+      kgb agent serve                             loopback, no TLS: the embedded default
+      kgb agent token add --tenant T --tokens F   make a bearer token for tenant T
       kgb agent serve --host 0.0.0.0 --tls-cert C --tls-key K --tokens F
-                                               a shared host (docs/auth.md)
+                                                  a shared host (docs/auth.md)
     """
 
 
