@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
-#   bash bench/h200.sh setup gputests corpus corpusw copy throughput repeatability repeatseq suite
+#   bash bench/h200.sh setup sandbox gputests corpus corpusw copy throughput repeatability repeatseq suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
-# grpcio-reflection, orjson, rich; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
+# grpcio-reflection, orjson, rich, pyseccomp; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
 # (default bench/results/h200).
 set -uo pipefail
 OUT=${OUT:-bench/results/h200}
@@ -20,7 +20,16 @@ for step in "$@"; do
       { echo "nproc $(nproc)"; lscpu | grep -E "^(Model name|CPU MHz|CPU max MHz|Thread|Core|Socket)" ; free -g | head -2
         for f in pids.max pids.current memory.max memory.current cpu.max; do
           echo "cgroup $f: $(cat /sys/fs/cgroup/$f 2>/dev/null || echo n/a)"; done
-        ulimit -a; } > "$OUT/limits.txt" 2>&1; cat "$OUT/limits.txt" | head -12 ;;
+        ulimit -a; echo "libseccomp: $(ldconfig -p | grep -c libseccomp) entries"
+        grep cgroup /proc/self/mountinfo; cat /proc/self/cgroup; } > "$OUT/limits.txt" 2>&1
+      cat "$OUT/limits.txt" | head -12 ;;
+    sandbox)
+      # The sandbox's attacks against a cuda agent (namespaces, seccomp, cgroups with CUDA in the
+      # worker), then the filter and cgroups on their own.
+      KGB_TEST_PLATFORM=cuda timeout "${SANDBOX_S:-360}" python3 -m pytest -q -p no:cacheprovider -rA \
+        tests/device_agent/test_sandbox.py tests/device_agent/test_seccomp_policy.py \
+        tests/device_agent/test_cgroups.py > "$OUT/sandbox.txt" 2>&1
+      echo "exit $?"; grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/sandbox.txt" | cut -c1-300 | tail -30 ;;
     gputests)
       timeout "${GPUTESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -x -m gpu ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
         tests/device_agent/test_gpu.py 2>&1 | tail -25 | tee "$OUT/pytest-gpu.txt" ;;

@@ -1,5 +1,5 @@
 """``python -m coordinator`` is ``kgb`` (for hosts where the package is not pip-installed)."""
 
-from coordinator.cli import main
+from coordinator.entry import main
 
 main()

@@ -65,6 +65,7 @@ from protos.client import AgentBusy, AgentClient, AgentError, AgentUnreachable, 
 from protos.integrity import Expected
 from protos.records import AgentDescription, EvalRequest, Status, Verdict
 from protos.registry import Heartbeat, Lease, Registration
+from protos.security import ClientAuth
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +290,9 @@ class _Channel:
 
 
 class _Agent:
-    def __init__(self, snap: AgentSnapshot) -> None:
+    def __init__(self, snap: AgentSnapshot, auth: ClientAuth | None = None) -> None:
         self.snap = snap
+        self.auth = auth  # TLS and token to dial it with
         self.channel: _Channel | None = None
         self.lost = asyncio.Event()    # set when health checks give the agent up
         self.probe_lock = asyncio.Lock()
@@ -317,9 +319,13 @@ class Fleet:
 
     def __init__(self, agents: Iterable[AgentSpec] = (), config: FleetConfig | None = None, *,
                  on_round: Callable[[FleetSnapshot], None] | None = None,
-                 seed: int | None = None, guard: Guard | None = None) -> None:
+                 seed: int | None = None, guard: Guard | None = None,
+                 auth: ClientAuth | None = None) -> None:
+        """``auth``: TLS and token for agents without their own (``AgentSpec.auth``), which
+        includes every registered agent."""
         self.config = config or FleetConfig()
         self.guard = guard or Guard()
+        self._auth = auth
         self._on_round = on_round
         self._rng = random.Random(seed)
         self._agents: dict[str, _Agent] = {}
@@ -328,7 +334,7 @@ class Fleet:
                 raise ValueError(f"agent {spec.address} is listed twice")
             self._agents[spec.address] = _Agent(AgentSnapshot(
                 address=spec.address, platform=spec.platform, expected_device=spec.device,
-                static=True, changed_at=time.monotonic()))
+                static=True, changed_at=time.monotonic()), spec.auth.load() if spec.auth else auth)
         self._changed = asyncio.Event()
         self._closed = asyncio.Event()
         self._flights: dict[_FlightKey, _Flight] = {}
@@ -647,7 +653,7 @@ class Fleet:
         if agent is None:
             agent = self._agents[reg.address] = _Agent(AgentSnapshot(
                 address=reg.address, platform=reg.platform, device_model=reg.device_model,
-                changed_at=now, **common))
+                changed_at=now, **common), self._auth)
             log.info("agent %s registered (%s, %s)", reg.address, reg.platform, reg.device_model)
         else:
             restarted = reg.agent_id != agent.snap.agent_id
@@ -730,7 +736,7 @@ class Fleet:
             # grows to minutes and would hide an agent that came back. Others share the channel
             # their calls use, so a check sees what the calls see.
             channel = self._use_channel(agent) if agent.snap.state is not AgentState.DOWN else None
-            client = channel.client if channel is not None else AgentClient(agent.snap.address)
+            client = channel.client if channel is not None else AgentClient(agent.snap.address, agent.auth)
             t = self.config.probe_timeout_s
             try:
                 health = await client.health(timeout=t)
@@ -842,7 +848,7 @@ class Fleet:
 
     def _use_channel(self, agent: _Agent) -> _Channel:
         if agent.channel is None:
-            agent.channel = _Channel(AgentClient(agent.snap.address))
+            agent.channel = _Channel(AgentClient(agent.snap.address, agent.auth))
             self._channels.add(agent.channel)
         agent.channel.users += 1
         return agent.channel

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from protos.client import AgentClient, AgentUnreachable
+from protos.security import ClientAuth
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,12 +29,15 @@ def with_repo_on_path(pythonpath: str | None) -> str:
 
 
 class LocalAgent:
-    """A child agent process; use as a context manager (stops it with SIGTERM on exit)."""
+    """A child agent process; use as a context manager (stops it with SIGTERM on exit).
+    ``auth``: how to reach it when ``extra_args`` give it TLS (tests; ``kgb run`` and ``kgb eval``
+    use plain loopback)."""
 
     def __init__(self, platform: str = "auto", workers: int | None = None,
                  log_path: Path | None = None, extra_args: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, auth: ClientAuth | None = None) -> None:
         self.platform = platform
+        self.auth = auth
         self.extra_args = extra_args
         self.extra_env = dict(env or {})
         self.workers = workers
@@ -77,7 +81,7 @@ class LocalAgent:
         return self.proc is not None and self.proc.poll() is None
 
     async def wait_serving(self, timeout: float = 300.0) -> None:
-        async with AgentClient(self.address) as client:
+        async with AgentClient(self.address, self.auth) as client:
             try:
                 await client.wait_serving(timeout, proc_alive=self.alive)
             except AgentUnreachable as exc:

@@ -55,6 +55,7 @@ import ray
 import operators
 from coordinator.fleet import AgentState, Fleet, FleetConfig
 from coordinator.recorded_provider import RecordedProvider
+from coordinator.registry_service import RegistryAccess
 from coordinator.store import DB_NAME, Store, TrajectoryKey, TrajectoryResult
 from coordinator.sweep_spec import PlannedTrajectory, SweepSpec, parse_spec
 from generators.base import Candidate, Method
@@ -64,6 +65,7 @@ from generators.llm import CallStatus, LLMCall, Prompt
 from generators.providers.base import EndpointConfig, Provider
 from generators.trajectory import EndReason, Trajectory, TrajectoryContext, TrajectoryMethod
 from protos.records import Status, Verdict
+from protos.security import ClientAuthFiles
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +141,8 @@ class SweepOptions:
     fleet: FleetConfig = FleetConfig()
     registry_port: int | None = None        # serve the agent registry here (0: a free port)
     registry_host: str = "127.0.0.1"
+    registry_access: RegistryAccess = RegistryAccess()  # TLS and tokens of the registry
+    agent_auth: ClientAuthFiles | None = None  # TLS and token for agents without their own
     eval_timeout_s: float = 900.0
     wait_for_agents_s: float = 60.0
     resume: bool = False
@@ -286,7 +290,8 @@ class FleetRouter:
 
     def __init__(self, spec_text: str, spec_source: str, spec_dir: str, store_file: str,
                  fleet_config: FleetConfig, eval_timeout_s: float,
-                 registry: tuple[str, int] | None) -> None:
+                 registry: tuple[str, int] | None, registry_access: RegistryAccess | None = None,
+                 agent_auth: ClientAuthFiles | None = None) -> None:
         self.spec = parse_spec(spec_text, spec_source, base_dir=spec_dir)
         # Verdicts are the router's own table: read and written on its own connection (same
         # node as the writer; SQLite serialises the two), one thread, off the event loop.
@@ -295,8 +300,12 @@ class FleetRouter:
         self.eval_timeout_s = eval_timeout_s
         if self.spec.fleet.spot_check is not None:
             fleet_config = dataclasses.replace(fleet_config, spot_check=self.spec.fleet.spot_check)
-        self.fleet = Fleet(self.spec.agents, fleet_config)
+        # Credentials are read here, on the router's node, from the files named (never shipped
+        # through Ray as values).
+        self.fleet = Fleet(self.spec.agents, fleet_config,
+                           auth=agent_auth.load() if agent_auth is not None else None)
         self._registry_at = registry
+        self._registry_access = registry_access or RegistryAccess()
         self._registry: Any = None
         self._in_flight: dict[str, int] = {}
         self._rooms: dict[str, asyncio.Condition] = {}  # per platform: a slot came free
@@ -310,7 +319,7 @@ class FleetRouter:
         if self._registry_at is not None:
             from coordinator.registry_service import RegistryServer
 
-            self._registry = RegistryServer(self.fleet, *self._registry_at)
+            self._registry = RegistryServer(self.fleet, *self._registry_at, access=self._registry_access)
             address: str = await self._registry.start()
             return address
         return ""
@@ -737,7 +746,8 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
                     else (options.registry_host, options.registry_port))
         router = ray.remote(FleetRouter).options(max_concurrency=100_000, **pin).remote(
             options.spec_text, options.spec_source, options.spec_dir,
-            str(store_path(options.store_dir)), options.fleet, options.eval_timeout_s, registry)
+            str(store_path(options.store_dir)), options.fleet, options.eval_timeout_s, registry,
+            options.registry_access, options.agent_auth)
         registry_address = await router.start.remote()
         if registry_address:
             log.info("agent registry on %s", registry_address)

@@ -34,7 +34,7 @@ import inspect
 import math
 import random
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +46,7 @@ from generators.providers.base import EndpointConfig, ProviderConfigError
 from generators.providers.pricing import ModelPrice, PriceError, PriceTable
 from generators.registry import MethodKind
 from operators.spec import PLATFORMS, Source
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - the coordinator runs on 3.11+
-    import tomli as tomllib
+from protos.security import AuthConfigError, ClientAuthFiles
 
 # The published sizes of each suite (shared/reference/operators.md): MS = 110 ATen + 50 vLLM +
 # 50 cuBLAS on NVIDIA; MC = the 110 ATen problems on every platform.
@@ -65,6 +61,8 @@ SUITES: Mapping[str, tuple[tuple[Source, ...], int]] = {
 _TOP_KEYS = ("sweep", "suites", "operators", "samples", "platforms", "endpoints", "models",
              "methods", "agents", "budgets", "concurrency", "fleet")
 _TOP_LEVEL_SCALARS = ("suites", "operators", "samples", "platforms")
+# An [[agents]] entry's own credentials: ClientAuthFiles' fields (docs/auth.md).
+AGENT_AUTH_KEYS = ("ca", "cert", "key", "token_file")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Prefixes of real API keys (OpenAI, Anthropic, Groq, xAI, Hugging Face, GitHub, Google, Stripe-like).
@@ -126,6 +124,7 @@ class AgentSpec:
     address: str                    # host:port of its gRPC server
     platform: str                   # cuda, rocm or cpu
     device: str | None = None       # the device model it must report, e.g. "NVIDIA H200"
+    auth: ClientAuthFiles | None = None  # TLS and token for this agent (else the sweep's default)
 
 
 @dataclass(frozen=True)
@@ -679,7 +678,8 @@ class _Parser:
         out: list[AgentSpec] = []
         for i, t in enumerate(self.array_of_tables(value, "agents")):
             path = f"agents[{i}]"
-            self.keys(t, path, ("address", "platform", "device"), required=("address", "platform"))
+            self.keys(t, path, ("address", "platform", "device") + AGENT_AUTH_KEYS,
+                      required=("address", "platform"))
             address = self.address(t["address"], f"{path}.address")
             platform = self.string(t["platform"], f"{path}.platform")
             if platform not in PLATFORMS:
@@ -689,9 +689,25 @@ class _Parser:
                 self.warn(f"{path}.platform", f"platform {platform!r} is not in the spec's platforms "
                           "list; this agent gets no work")
             device = self.string(t["device"], f"{path}.device") if "device" in t else None
-            out.append(AgentSpec(address, platform, device))
+            out.append(AgentSpec(address, platform, device, self.agent_auth(t, path)))
         self.unique([a.address for a in out], "agents", "address")
         return out
+
+    def agent_auth(self, t: dict[str, Any], path: str) -> ClientAuthFiles | None:
+        """An agent's own credentials (paths: files checked here, read by the fleet)."""
+        if not any(k in t for k in AGENT_AUTH_KEYS):
+            return None
+        files: dict[str, Path] = {}
+        for k in AGENT_AUTH_KEYS:
+            if k in t:
+                files[k] = self.resolve(self.string(t[k], f"{path}.{k}"))
+                if not files[k].is_file():
+                    raise self.fail(f"{path}.{k}", f"no such file: {files[k]}")
+        try:
+            return ClientAuthFiles(ca=files.get("ca"), cert=files.get("cert"), key=files.get("key"),
+                                   token_file=files.get("token_file"))
+        except AuthConfigError as exc:
+            raise self.fail(path, str(exc)) from None
 
     def address(self, value: Any, path: str) -> str:
         s = self.string(value, path)

@@ -1,7 +1,9 @@
-"""``python -m device_agent serve`` — what ``kgb agent serve`` runs.
+"""``python -m device_agent serve`` — what ``kgb agent serve`` runs; ``python -m device_agent
+token add`` — what ``kgb agent token add`` runs.
 
 Kept free of the coordinator, Ray and LLM SDKs: a GPU host needs only torch, triton, grpcio
-(+ health/reflection), protobuf, orjson and numpy.
+(+ health/reflection), protobuf, orjson and numpy. ``coordinator/cli/agent_cmd.py`` mirrors
+every option here (click, for ``kgb``) and execs this module.
 """
 
 from __future__ import annotations
@@ -11,9 +13,15 @@ import asyncio
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from device_agent.layers import LAYERS
+
+if TYPE_CHECKING:
+    from device_agent.tenancy import AccessSettings
+    from protos.security import ClientAuth
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve the DeviceAgent gRPC service")
     s.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; others have no authentication)")
+                   help="address to listen on (default 127.0.0.1); any other address needs "
+                        "--tls-cert/--tls-key and --tokens, or --insecure")
     s.add_argument("--port", type=int, default=50151, help="port (0 picks a free one)")
     s.add_argument("--platform", default="auto", choices=["auto", "cuda", "cpu"])
     s.add_argument("--workers", type=int, default=None,
@@ -62,14 +71,108 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-v", "--verbose", action="count", default=0,
                    help="-v: one log line per evaluation with its stage times; -vv: also each "
                         "timed case's input, wait, hold and recheck times")
+    _access_arguments(s)
+    t = sub.add_parser("token", help="manage bearer tokens").add_subparsers(dest="token_command",
+                                                                            required=True)
+    a = t.add_parser("add", help="create a token for a tenant, append its SHA-256 digest to a "
+                                 "tokens file and print the token (once: it is stored nowhere)")
+    a.add_argument("--tenant", required=True, help="who the token is for (letters, digits, _ . @ -)")
+    a.add_argument("--tokens", type=Path, required=True, metavar="FILE",
+                   help="the tokens file to append to (created 0600 if missing); the agent's "
+                        "--tokens and the coordinator's --registry-tokens read it")
     return ap
+
+
+def _access_arguments(s: argparse.ArgumentParser) -> None:
+    """Who may call the agent (docs/auth.md), and how it reaches the coordinator's registry."""
+    g = s.add_argument_group("access (docs/auth.md)")
+    g.add_argument("--tls-cert", type=Path, metavar="PEM",
+                   help="serve TLS with this certificate chain (needs --tls-key)")
+    g.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
+    g.add_argument("--tls-client-ca", type=Path, metavar="PEM",
+                   help="mutual TLS: every client must present a certificate signed by this CA")
+    g.add_argument("--tokens", type=Path, metavar="FILE",
+                   help="require a bearer token on every call except health checks; FILE holds "
+                        "'TENANT sha256:HEX' lines (make them with `kgb agent token add`); "
+                        "re-read when it changes")
+    g.add_argument("--quota-concurrency", type=int, metavar="N",
+                   help="evaluations in flight per tenant; beyond it RESOURCE_EXHAUSTED")
+    g.add_argument("--quota-rate", type=int, metavar="N",
+                   help="evaluations started per minute per tenant (a minute's worth may come at "
+                        "once); beyond it RESOURCE_EXHAUSTED with a retry-after-ms trailer")
+    g.add_argument("--audit-log", type=Path, metavar="FILE",
+                   help="append one JSON line per call: time, tenant, peer, RPC, request id, "
+                        "operator, candidate hash, verdict status or refusal")
+    g.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without TLS and tokens (a network you trust)")
+    g.add_argument("--register-ca", type=Path, metavar="PEM",
+                   help="with --register: reach the registry over TLS, trusting this CA")
+    g.add_argument("--register-cert", type=Path, metavar="PEM",
+                   help="with --register-ca: client certificate for a registry with mutual TLS")
+    g.add_argument("--register-key", type=Path, metavar="PEM", help="the key of --register-cert")
+    g.add_argument("--register-token-file", type=Path, metavar="FILE",
+                   help="with --register: the bearer token to register with (default: "
+                        "$KGB_REGISTER_TOKEN); heartbeats and deregistration use the same one")
+
+
+def _access(args: argparse.Namespace) -> tuple[AccessSettings, ClientAuth | None]:
+    """(AccessSettings, ClientAuth for --register or None); ValueError saying what is wrong."""
+    from device_agent.tenancy import AccessSettings, QuotaSettings
+    from protos.security import ClientAuthFiles, ServerTLS, TokenStore
+
+    for flag, value in (("--quota-concurrency", args.quota_concurrency),
+                        ("--quota-rate", args.quota_rate)):
+        if value is not None and not 1 <= value <= 1_000_000:
+            raise ValueError(f"{flag} must be between 1 and 1000000")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise ValueError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)")
+    register_flags = (args.register_ca, args.register_cert, args.register_key,
+                      args.register_token_file)
+    if not args.register and any(f is not None for f in register_flags):
+        raise ValueError("--register-ca/-cert/-key/-token-file need --register")
+    tls = ServerTLS(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
+    if tls is not None:
+        tls.credentials()  # unreadable or mismatched files: a usage error now, not at a handshake
+    if args.tokens is not None:
+        TokenStore(args.tokens)
+    access = AccessSettings(tls=tls, tokens=args.tokens, audit_log=args.audit_log,
+                            quotas=QuotaSettings(args.quota_concurrency, args.quota_rate),
+                            insecure=args.insecure)
+    register_auth = None
+    if args.register:
+        register_auth = ClientAuthFiles(args.register_ca, args.register_cert, args.register_key,
+                                        args.register_token_file, "KGB_REGISTER_TOKEN").load()
+    return access, register_auth
+
+
+def _token(args: argparse.Namespace) -> int:
+    from protos.security import AuthConfigError, add_token
+
+    try:
+        token = add_token(args.tokens, args.tenant)
+    except AuthConfigError as exc:
+        print(f"kgb agent token add: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"kgb agent token add: cannot write {args.tokens}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(token)
+    print(f"kgb agent token add: token for tenant {args.tenant!r} added to {args.tokens} (as its "
+          "SHA-256 digest). It is printed above once and stored nowhere: hand it to its holder "
+          "now (clients read it with --token-file or KGB_AGENT_TOKEN).", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "token":
+        return _token(args)
     # gRPC's C core prints its own log lines; keep stderr to our one-line messages unless asked.
     os.environ.setdefault("GRPC_VERBOSITY", "DEBUG" if args.verbose else "NONE")
     from device_agent.server import AgentSettings, BindError, serve
+    from protos.security import AuthConfigError
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -96,10 +199,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers is not None and not 1 <= args.workers <= 64:
         print("kgb agent: --workers must be between 1 and 64", file=sys.stderr)
         return 2
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"kgb agent: WARNING: listening on {args.host}: the agent has no authentication yet; "
-              "anyone who can reach this port can run code on this host's workers",
-              file=sys.stderr)
+    try:
+        access, register_auth = _access(args)
+    except ValueError as exc:  # includes AuthConfigError: unreadable or malformed files
+        print(f"kgb agent: {exc}", file=sys.stderr)
+        return 2
+    problem = access.problem(args.host)
+    if problem is not None:
+        print(f"kgb agent: {problem}: it runs their code on this host. Give --tls-cert/--tls-key "
+              "and --tokens FILE (`kgb agent token add --tenant NAME --tokens FILE` makes one), or "
+              "--insecure on a network you trust; docs/auth.md", file=sys.stderr)
+        return 2
+    if args.insecure and replace(access, insecure=False).problem(args.host) is not None:
+        print(f"kgb agent: WARNING: --insecure: listening on {args.host} without TLS and tokens; "
+              "anyone who can reach this port can run code on this host's workers", file=sys.stderr)
     if args.host_threads is not None and not 1 <= args.host_threads <= 256:
         print("kgb agent: --host-threads must be between 1 and 256", file=sys.stderr)
         return 2
@@ -119,13 +232,14 @@ def main(argv: list[str] | None = None) -> int:
                              layers=frozenset(LAYERS) - set(args.disable_layer),
                              metrics_port=args.metrics_port, register=args.register,
                              advertise=args.advertise, instant_verdicts=args.instant_verdicts,
-                             host_threads=args.host_threads)
+                             host_threads=args.host_threads, access=access,
+                             register_auth=register_auth)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:
         print(f"kgb agent: {exc}; choose another --port (or 0 for a free one)", file=sys.stderr)
         return 1
-    except RuntimeError as exc:
+    except (RuntimeError, AuthConfigError) as exc:
         print(f"kgb agent: {exc}", file=sys.stderr)
         return 1
 

@@ -24,7 +24,7 @@ from protos.records import Status
 # the used worker (kill, reap, remove its directory), which the caller waits for.
 STAGES = ("static", "inputs", "queued", "load", "correctness", "timing", "cleanup")
 WORKER_STATES = ("ready", "busy", "starting")
-REJECT_REASONS = ("invalid_argument", "queue_full", "draining")
+REJECT_REASONS = ("invalid_argument", "queue_full", "draining", "quota", "unauthenticated")
 WORKER_LOST_WHEN = ("idle", "before_job")
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320)
 START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120)

@@ -18,7 +18,7 @@ import logging
 import random
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from protos.records import AgentDescription
 from protos.registry import (
@@ -32,6 +32,7 @@ from protos.registry import (
     UnknownAgent,
     check_address,
 )
+from protos.security import ClientAuth
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class RegistrationSettings:
     timeout_s: float = 3.0        # deadline of each registry call
     backoff_base_s: float = 0.5
     backoff_max_s: float = 5.0
+    auth: ClientAuth | None = field(default=None, repr=False)  # TLS and token for the registry
 
     def __post_init__(self) -> None:
         check_address(self.coordinator)
@@ -73,7 +75,7 @@ class Registrar:
         self._describe = describe
         self._draining = draining
         self._rng = rng or random.Random()
-        self._client = RegistryClient(settings.coordinator)
+        self._client = RegistryClient(settings.coordinator, settings.auth)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False

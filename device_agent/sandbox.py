@@ -12,8 +12,8 @@ Two phases, both inside the worker process:
    - ``sys.path`` is what the agent vetted (:func:`trusted_sys_path`), the working directory ``/``;
    - the process joins its job cgroup (task and memory limits, freeze, kill);
    - ``no_new_privs``: setuid bits and file capabilities are void from here on;
-   - new mount, PID, network, IPC and UTS namespaces. Every mount is read-only; /tmp, /var/tmp
-     and /dev/shm are fresh private tmpfs (they vanish with the namespace); the agent's
+   - new mount, PID, network, IPC and UTS namespaces. Every mount is read-only; /tmp, /var/tmp,
+     /dev/shm and /run are fresh private tmpfs (they vanish with the namespace); the agent's
      directory is bound back read-only, and the root-owned caches a worker's start writes
      (Triton's driver helpers) read-write — candidates cannot write them, being another uid;
    - a fork: the parent stays behind as a shim (it is what the agent's handle waits on, and it
@@ -50,7 +50,9 @@ from device_agent import linux
 
 log = logging.getLogger(__name__)
 
-PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Fresh, empty and private in every worker: the world-writable scratch places, and /run, where
+# host daemons keep their Unix sockets (path-based sockets ignore network namespaces).
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 PRIVATE_HOME = "/tmp/home"  # HOME and the Triton cache of an isolated worker (private tmpfs)
 ADDRESS_SPACE_HEADROOM = 8 << 30  # RLIMIT_AS above the memory limit: reservations, not use
 
@@ -63,7 +65,7 @@ class SandboxSettings:
     memory_bytes: int = 8 << 30     # the job cgroup's memory limit (and RLIMIT_AS base on cpu)
     file_bytes: int = 64 << 20      # RLIMIT_FSIZE: biggest file (log included) a worker may write
     extra_processes: int = 32       # tasks above the warm worker's own (compilers, Triton threads)
-    tmp_bytes: int = 1 << 30        # size of each private tmpfs (/tmp, /var/tmp, /dev/shm)
+    tmp_bytes: int = 1 << 30        # size of each private tmpfs (PRIVATE_DIRS)
 
 
 @dataclass(frozen=True)
@@ -204,23 +206,36 @@ def _join_cgroups(procs_files: tuple[str, ...]) -> None:
             f.write(str(os.getpid()))
 
 
+def _hidden_by_private_dirs(paths: list[str]) -> list[str]:
+    """Those of ``paths`` that a private tmpfs would hide (an agent or a checkout under /tmp),
+    outermost only."""
+    spellings = {q for p in paths for q in (os.path.normpath(p), os.path.realpath(p))}
+    hidden = sorted(q for q in spellings if any(q.startswith(d + "/") for d in PRIVATE_DIRS))
+    return [p for i, p in enumerate(hidden)
+            if not any(p.startswith(q + "/") for q in hidden[:i])]
+
+
 def _private_mounts(plan: SandboxPlan) -> None:
-    """Read-only everything, private writable scratch, the agent's directory bound back."""
+    """Read-only everything, private writable scratch, and what the worker reads from under the
+    scratch places (the agent's directory, an install or checkout under /tmp) bound back
+    read-only."""
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)  # nothing leaks to the host
-    # Opened in this namespace before the private tmpfs hides it, to bind it back below.
-    keep = os.open(plan.agent_root, os.O_PATH | os.O_DIRECTORY)
+    rebind = _hidden_by_private_dirs([plan.agent_root, *plan.sys_path])
+    # Opened in this namespace before the private tmpfs hides them, to bind them back below.
+    kept = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in rebind]
     try:
         linux.make_tree_read_only("/")
         for d in PRIVATE_DIRS:
-            if os.path.isdir(d):
+            if os.path.isdir(d) and not os.path.islink(d):
                 linux.mount("tmpfs", d, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV,
                             f"mode=1777,size={plan.tmp_bytes}")
-        if any(plan.agent_root.startswith(d + "/") for d in PRIVATE_DIRS):
-            os.makedirs(plan.agent_root, mode=0o755, exist_ok=True)
-            linux.mount(f"/proc/self/fd/{keep}", plan.agent_root, None,
+        for path, fd in zip(rebind, kept, strict=True):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            linux.mount(f"/proc/self/fd/{fd}", path, None,
                         linux.MS_BIND | linux.MS_REC)  # read-only, like its source
     finally:
-        os.close(keep)
+        for fd in kept:
+            os.close(fd)
     for path in plan.writable:
         linux.mount(path, path, None, linux.MS_BIND)
         linux.mount(None, path, None, linux.MS_BIND | linux.MS_REMOUNT)  # read-write again

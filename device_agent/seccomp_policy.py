@@ -14,8 +14,9 @@ before it are covered too, and after ``no_new_privs``, which TSYNC then also set
 
 What stays allowed, and why (docs/security.md lists it): ``ioctl`` (the CUDA driver talks to
 /dev/nvidia* through it), ``mmap``/``mprotect`` with ``PROT_EXEC`` (Triton and CUDA load code),
-``clone`` without namespace flags, ``fork``/``vfork``/``execve`` (ptxas and gcc), ``socket`` (the
-network namespace has no interfaces; the result channel is a socket), ``perf_event_open``
+``clone`` without namespace flags, ``fork``/``vfork``/``execve`` (ptxas and gcc), ``socket`` for
+Unix, IP and netlink only (the network namespace has no interfaces; the result channel is a Unix
+socket; vsock and the rare families fail with ``EAFNOSUPPORT``), ``perf_event_open``
 (limited by ``perf_event_paranoid``; profilers may use it) and ``prctl``/``seccomp`` (they can
 only narrow what the process may do).
 """
@@ -81,6 +82,12 @@ DENIED: tuple[tuple[str, str], ...] = (
     ("lookup_dcookie", "kernel profiling internals"),
     ("fanotify_init", "watching the whole file system"),
 )
+# Socket families a worker may open: Unix (the result channel, Triton's and torch's own), IP
+# (nothing to reach: the network namespace has no interfaces) and netlink (libc asks it for
+# interfaces). Every other family is refused: vsock reaches the hypervisor on a VM host whatever
+# the namespace, and the rare families are kernel attack surface (AF_ALG, AF_RDS, AF_TIPC ...).
+SOCKET_FAMILIES = {1: "AF_UNIX", 2: "AF_INET", 10: "AF_INET6", 16: "AF_NETLINK"}
+_MAX_FAMILY = 64  # above AF_MAX (46 in Linux 6.x), with room for families yet to come
 # clone() with any of these flags would make a namespace (clone's flags are its first argument).
 CLONE_NAMESPACE_FLAGS = (linux.CLONE_NEWNS, linux.CLONE_NEWUTS, linux.CLONE_NEWIPC,
                          linux.CLONE_NEWUSER, linux.CLONE_NEWPID, linux.CLONE_NEWNET,
@@ -114,6 +121,11 @@ def build() -> Any:
     for flag in CLONE_NAMESPACE_FLAGS:
         f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for family in range(_MAX_FAMILY):
+        if family not in SOCKET_FAMILIES:
+            for call in ("socket", "socketpair"):
+                f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), call, sc.Arg(0, sc.EQ, family))
+    f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GE, _MAX_FAMILY))
     return f
 
 

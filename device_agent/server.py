@@ -4,6 +4,9 @@ Startup binds the port first (health NOT_SERVING), then warms the worker pools a
 reports SERVING on ``grpc.health.v1`` for both ``""`` and ``kgb.agent.v1.DeviceAgent``.
 Candidate failures are successful RPCs; system errors map to status codes in
 :func:`_abort_for`, the one place that does so. SIGTERM/SIGINT drain and stop cleanly.
+
+Who may call and how much is ``device_agent/tenancy.py``: TLS, bearer tokens (each a tenant),
+per-tenant quotas and the audit log. Request ids are per tenant and bound to their content.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,20 +32,22 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import operators
-from device_agent import launchers
+from device_agent import launchers, tenancy
 from device_agent.cgroups import CgroupHost
-from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets
+from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets, candidate_hash
 from device_agent.host_work import HostBudget, HostWork, limit_torch_threads
 from device_agent.launchers import LauncherBuilder
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from device_agent.rpc_guard import UndecodableRequests, clip_details
 from device_agent.sandbox import SandboxSettings, is_root, trusted_sys_path
+from device_agent.tenancy import Access, AccessSettings, Admitted, Binding, Caller, RequestKey
 from device_agent.workers import WorkerPool
 from protos import convert
 from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
 from protos.records import AgentDescription, DeviceInfo, EvalRequest, Progress, SystemInfo, Verdict
+from protos.security import ClientAuth, current_tenant
 
 if TYPE_CHECKING:
     from device_agent.metrics import AgentMetrics
@@ -70,14 +75,8 @@ class AgentSettings:
     drain_s: float = 5.0           # on SIGTERM, how long in-flight evaluations may finish
     instant_verdicts: bool = False  # test mode: static checks only, no workers (benchmarks)
     host_threads: int | None = None  # torch CPU threads of the agent (default: HostBudget.for_host)
-
-
-class QueueFull(Exception):
-    pass
-
-
-class Draining(Exception):
-    pass
+    access: AccessSettings = AccessSettings()  # TLS, tokens, quotas, audit log
+    register_auth: ClientAuth | None = field(default=None, repr=False)  # to reach --register
 
 
 def load_secret() -> bytes:
@@ -99,25 +98,38 @@ def load_secret() -> bytes:
 
 class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[misc]
     def __init__(self, evaluator: Evaluator, pools: list[WorkerPool], settings: AgentSettings,
-                 agent_id: str) -> None:
+                 agent_id: str, access: Access | None = None) -> None:
         self.evaluator = evaluator
         self.pools = pools
         self.settings = settings
         self.agent_id = agent_id
+        self.access = access or Access(AccessSettings())
         self.draining = False
-        self._tasks: dict[str, asyncio.Task[Verdict]] = {}
-        self._waiters: collections.Counter[str] = collections.Counter()
-        self._done: collections.OrderedDict[str, Verdict] = collections.OrderedDict()
-        self._progress: dict[str, Callable[[Progress], None]] = {}
+        self._tasks: dict[RequestKey, tuple[Binding, asyncio.Task[Verdict]]] = {}
+        self._waiters: collections.Counter[RequestKey] = collections.Counter()
+        self._done: collections.OrderedDict[RequestKey, tuple[Binding, Verdict]] = collections.OrderedDict()
+        self._progress: dict[RequestKey, Callable[[Progress], None]] = {}
         self.metrics: AgentMetrics | None = None
 
     def _count_rejection(self, exc: BaseException) -> None:
         """Count an Evaluate call refused before admission (for metrics)."""
         reason = ("invalid_argument" if isinstance(exc, InvalidRequest) else
-                  "queue_full" if isinstance(exc, QueueFull) else
-                  "draining" if isinstance(exc, Draining) else None)
+                  "queue_full" if isinstance(exc, tenancy.QueueFull) else
+                  "quota" if isinstance(exc, tenancy.QuotaExceeded) else
+                  "draining" if isinstance(exc, tenancy.Draining) else None)
         if self.metrics is not None and reason is not None:
             self.metrics.rejected(reason)
+
+    # ---- audit -------------------------------------------------------------------------------
+    @staticmethod
+    def _caller(context: grpc.aio.ServicerContext, rpc: str) -> Caller:
+        return Caller(current_tenant(), context.peer() or "", rpc)
+
+    def _audit(self, caller: Caller, req: EvalRequest, admitted: Admitted | None, *,
+               verdict: Verdict | None = None, refused: BaseException | None = None) -> None:
+        """One audit line for one Evaluate call: its verdict, or why it got none."""
+        if self.access.audit is not None:
+            self.access.record(tenancy.audit_record(caller, req, admitted, verdict, refused))
 
     # ---- admission ---------------------------------------------------------------------------
     @property
@@ -131,49 +143,55 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
         counts only the last kind, so a loaded agent would look idle to its clients."""
         return max(0, self.active - sum(p.busy for p in self.pools))
 
-    def _admit(self, req: EvalRequest, context: grpc.aio.ServicerContext,
-               progress: Callable[[Progress], None] | None) -> asyncio.Task[Verdict] | Verdict:
-        if not req.request_id:
-            raise InvalidRequest("request_id is required (it makes Evaluate idempotent)")
-        if req.request_id in self._done:
-            return self._done[req.request_id]
-        if req.request_id in self._tasks:
-            return self._tasks[req.request_id]
+    def _admit(self, req: EvalRequest, caller: Caller, context: grpc.aio.ServicerContext,
+               progress: Callable[[Progress], None] | None) -> Admitted:
+        tenancy.check_request_id(req.request_id)
+        spec = self.evaluator.resolve(req)  # unknown operator, bad version, oversize: INVALID_ARGUMENT
+        binding = Binding(spec.id, spec.version, candidate_hash(req.source), req.skip_timing)
+        key = (caller.tenant, req.request_id)
+        earlier = self._done.get(key) or self._tasks.get(key)
+        if earlier is not None:
+            tenancy.check_repeat(req.request_id, earlier[0], binding)
+            return Admitted(key, binding, earlier[1], repeat=True)
         if self.draining:
-            raise Draining()
+            raise tenancy.Draining()
         remaining = context.time_remaining()
         if remaining is None:
             raise InvalidRequest("a deadline is required on Evaluate calls")
         if remaining <= self.settings.budgets.margin_s:
             raise InvalidRequest(f"deadline too short ({remaining:.1f}s)")
-        self.evaluator.resolve(req)  # unknown operator, bad version, oversize: INVALID_ARGUMENT now
         if self.active >= self.settings.max_queue:
-            raise QueueFull()
-        deadline = time.monotonic() + remaining
-        rid = req.request_id
+            raise tenancy.QueueFull()
+        self.access.quotas.admit(caller.tenant)
+        return Admitted(key, binding, self._start(key, binding, req, time.monotonic() + remaining,
+                                                  progress), repeat=False)
+
+    def _start(self, key: RequestKey, binding: Binding, req: EvalRequest, deadline: float,
+               progress: Callable[[Progress], None] | None) -> asyncio.Task[Verdict]:
         if progress is not None:
-            self._progress[rid] = progress
+            self._progress[key] = progress
 
         def emit(p: Progress) -> None:
-            cb = self._progress.get(rid)
+            cb = self._progress.get(key)
             if cb is not None:
                 cb(p)
 
         task = asyncio.get_running_loop().create_task(self.evaluator.evaluate(req, deadline, emit))
-        self._tasks[rid] = task
+        self._tasks[key] = (binding, task)
 
         def finished(t: asyncio.Task[Verdict]) -> None:
-            self._tasks.pop(rid, None)
-            self._progress.pop(rid, None)
+            self._tasks.pop(key, None)
+            self._progress.pop(key, None)
+            self.access.quotas.release(key[0])
             if not t.cancelled() and t.exception() is None:
-                self._done[rid] = t.result()
+                self._done[key] = (binding, t.result())
                 while len(self._done) > VERDICT_CACHE:
                     self._done.popitem(last=False)
 
         task.add_done_callback(finished)
         return task
 
-    async def _await(self, rid: str, task: asyncio.Task[Verdict]) -> Verdict:
+    async def _await(self, rid: RequestKey, task: asyncio.Task[Verdict]) -> Verdict:
         """Wait for a shared evaluation; the last waiter to leave cancels it (frees the worker)."""
         self._waiters[rid] += 1
         try:
@@ -207,29 +225,40 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
     async def Evaluate(self, request: agent_pb2.EvaluateRequest,
                        context: grpc.aio.ServicerContext) -> agent_pb2.Verdict:
         req = convert.request_from_proto(request)
+        caller, admitted = self._caller(context, f"/{SERVICE_NAME}/Evaluate"), None
         try:
-            got = self._admit(req, context, None)
-            verdict = got if isinstance(got, Verdict) else await self._await(req.request_id, got)
+            admitted = self._admit(req, caller, context, None)
+            got = admitted.got
+            verdict = got if isinstance(got, Verdict) else await self._await(admitted.key, got)
+        except asyncio.CancelledError as exc:
+            self._audit(caller, req, admitted, refused=exc)
+            raise
         except Exception as exc:  # noqa: BLE001 - mapped to a status code in one place
             self._count_rejection(exc)
+            self._audit(caller, req, admitted, refused=exc)
             await _abort_for(exc, context)
             raise
+        self._audit(caller, req, admitted, verdict=verdict)
         return convert.verdict_to_proto(verdict)
 
     async def EvaluateStream(self, request: agent_pb2.EvaluateRequest,
                              context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.EvaluateEvent]:
         req = convert.request_from_proto(request)
+        caller = self._caller(context, f"/{SERVICE_NAME}/EvaluateStream")
         events: asyncio.Queue[Progress] = asyncio.Queue()
         try:
-            got = self._admit(req, context, events.put_nowait)
+            admitted = self._admit(req, caller, context, events.put_nowait)
         except Exception as exc:  # noqa: BLE001
             self._count_rejection(exc)
+            self._audit(caller, req, None, refused=exc)
             await _abort_for(exc, context)
             raise
+        got = admitted.got
         if isinstance(got, Verdict):
+            self._audit(caller, req, admitted, verdict=got)
             yield convert.verdict_event(got)
             return
-        waiter = asyncio.ensure_future(self._await(req.request_id, got))
+        waiter = asyncio.ensure_future(self._await(admitted.key, got))
         try:
             while not waiter.done():
                 getter = asyncio.ensure_future(events.get())
@@ -241,12 +270,14 @@ class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[mi
             while not events.empty():
                 yield convert.progress_event(events.get_nowait())
             verdict = waiter.result()
-        except Exception as exc:  # noqa: BLE001
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
+            self._audit(caller, req, admitted, refused=exc)
             await _abort_for(exc, context)
             raise
         finally:
             if not waiter.done():
                 waiter.cancel()
+        self._audit(caller, req, admitted, verdict=verdict)
         yield convert.verdict_event(verdict)
 
 
@@ -259,11 +290,14 @@ async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> N
         return
     if isinstance(exc, InvalidRequest):
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, clip_details(str(exc)))
-    if isinstance(exc, QueueFull):
+    if isinstance(exc, tenancy.QuotaExceeded):
+        context.set_trailing_metadata((("retry-after-ms", str(max(1, round(exc.retry_after_s * 1000)))),))
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc} (trailer retry-after-ms)")
+    if isinstance(exc, tenancy.QueueFull):
         context.set_trailing_metadata((("retry-after-ms", "1000"),))
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                             "agent queue is full; retry after about 1 s (trailer retry-after-ms)")
-    if isinstance(exc, Draining):
+    if isinstance(exc, tenancy.Draining):
         await context.abort(grpc.StatusCode.UNAVAILABLE, "agent is shutting down; use another agent")
     log.exception("internal error")
     await context.abort(grpc.StatusCode.INTERNAL,
@@ -292,6 +326,10 @@ class BindError(RuntimeError):
     pass
 
 
+class ExposureRefused(RuntimeError):
+    """A non-loopback address without TLS and tokens (and without ``--insecure``)."""
+
+
 async def _drain(service: DeviceAgentService, limit_s: float) -> None:
     """Keep serving while in-flight evaluations finish (up to ``limit_s``): health answers
     NOT_SERVING, Describe still works and new work gets UNAVAILABLE, so a coordinator can tell a
@@ -306,7 +344,8 @@ def _registrar(settings: AgentSettings, port: int, service: DeviceAgentService) 
     if not settings.register:
         return None
     advertise = settings.advertise or advertise_address(settings.host, port)
-    return Registrar(RegistrationSettings(coordinator=settings.register, advertise=advertise),
+    return Registrar(RegistrationSettings(coordinator=settings.register, advertise=advertise,
+                                          auth=settings.register_auth),
                      service.describe, lambda: service.draining)
 
 
@@ -329,16 +368,21 @@ def default_workers(platform: Platform) -> int:
 
 async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = None) -> int:
     """Run the agent until SIGTERM/SIGINT. Returns a process exit code."""
+    problem = settings.access.problem(settings.host)
+    if problem is not None:
+        raise ExposureRefused(problem)
+    access = Access(settings.access)  # unusable certificates or tokens file: refuse to start
     platform = resolve(settings.platform)
     operators.all_specs()  # import the suite once, before serving
-    server = grpc.aio.server(interceptors=[UndecodableRequests()], options=[
+    # Who may call first (tenancy), then requests that do not parse: INVALID_ARGUMENT (rpc_guard).
+    server = grpc.aio.server(interceptors=[*access.interceptors(), UndecodableRequests()], options=[
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),
     ])
     address = f"{settings.host}:{settings.port}"
     try:
-        port = server.add_insecure_port(address)
+        port = access.bind(server, address)
     except RuntimeError:
         raise BindError(f"cannot listen on {address} (address in use or not available)") from None
     if port == 0:
@@ -384,9 +428,10 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
                           instant=settings.instant_verdicts, host=HostWork(budget),
                           launchers=builder)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
-    service = DeviceAgentService(evaluator, pools, settings, agent_id)
+    service = DeviceAgentService(evaluator, pools, settings, agent_id, access)
     if metrics is not None:
         service.metrics = evaluator.metrics = metrics
+        access.on_unauthenticated = lambda: metrics.rejected("unauthenticated")
         for pool in pools:
             pool.metrics = metrics
         metrics.watch(pools, lambda: service.active, settings.max_queue)
@@ -410,7 +455,8 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
         ready(port)
     print(f"kgb agent {agent_id} listening on {settings.host}:{port} "
           f"(platform {platform.name}, {len(pools)} device(s) x {size} workers, "
-          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'})"
+          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'}; "
+          f"{access.describe()})"
           + (" -- INSTANT-VERDICT TEST MODE: candidates are not run" if settings.instant_verdicts
              else ""),
           file=sys.stderr, flush=True)
@@ -464,6 +510,7 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
     for p in pools:
         await p.close()
     evaluator.close()
+    access.close()
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)

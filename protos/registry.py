@@ -16,6 +16,7 @@ import grpc
 
 from protos.kgb.coordinator.v1 import registry_pb2 as pb
 from protos.kgb.coordinator.v1 import registry_pb2_grpc
+from protos.security import ClientAuth, channel
 
 SERVICE_NAME = "kgb.coordinator.v1.Registry"
 
@@ -152,7 +153,9 @@ class UnknownAgent(RegistryError):
 
 
 class RegistrationRefused(RegistryError):
-    """INVALID_ARGUMENT: the registration is malformed (retrying the same one will not help)."""
+    """INVALID_ARGUMENT: the registration is malformed (retrying the same one will not help);
+    UNAUTHENTICATED: no valid token; PERMISSION_DENIED: the agent's address is registered by
+    another tenant."""
 
 
 def _translate(exc: grpc.aio.AioRpcError, address: str) -> RegistryError:
@@ -160,8 +163,9 @@ def _translate(exc: grpc.aio.AioRpcError, address: str) -> RegistryError:
     detail = exc.details() or code.name
     if code == grpc.StatusCode.NOT_FOUND:
         return UnknownAgent(detail)
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return RegistrationRefused(detail)
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
+                grpc.StatusCode.PERMISSION_DENIED):
+        return RegistrationRefused(f"{code.name}: {detail}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return RegistryUnreachable(f"registry at {address}: {code.name}: {detail}")
     return RegistryError(f"registry at {address}: {code.name}: {detail}")
@@ -171,16 +175,19 @@ class RegistryClient:
     """An asyncio client of a coordinator's registry; every call takes a deadline.
 
     Reconnection back-off is capped at a few seconds (gRPC's default grows to two minutes), so
-    an agent notices a restarted coordinator within one heartbeat or two.
+    an agent notices a restarted coordinator within one heartbeat or two. ``auth``: TLS and the
+    bearer token the registry wants; heartbeats and deregistration must carry the token that
+    registered the agent.
     """
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, auth: ClientAuth | None = None) -> None:
         self.address = address
-        self.channel = grpc.aio.insecure_channel(address, options=[
+        self.channel = channel(address, auth, options=[
             ("grpc.initial_reconnect_backoff_ms", 500),
             ("grpc.min_reconnect_backoff_ms", 500),
             ("grpc.max_reconnect_backoff_ms", 5000),
         ])
+        self._metadata = auth.metadata() if auth is not None else ()
         self._stub = registry_pb2_grpc.RegistryStub(self.channel)
 
     async def __aenter__(self) -> RegistryClient:
@@ -195,20 +202,23 @@ class RegistryClient:
 
     async def register(self, registration: Registration, timeout: float) -> Lease:
         try:
-            resp = await self._stub.Register(registration_to_proto(registration), timeout=timeout)
+            resp = await self._stub.Register(registration_to_proto(registration), timeout=timeout,
+                                             metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc, self.address) from None
         return lease_from_proto(resp.lease)
 
     async def heartbeat(self, heartbeat: Heartbeat, timeout: float) -> Lease:
         try:
-            resp = await self._stub.Heartbeat(heartbeat_to_proto(heartbeat), timeout=timeout)
+            resp = await self._stub.Heartbeat(heartbeat_to_proto(heartbeat), timeout=timeout,
+                                              metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc, self.address) from None
         return lease_from_proto(resp.lease)
 
     async def deregister(self, agent_id: str, address: str, timeout: float) -> None:
         try:
-            await self._stub.Deregister(deregister_request(agent_id, address), timeout=timeout)
+            await self._stub.Deregister(deregister_request(agent_id, address), timeout=timeout,
+                                        metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc, self.address) from None

@@ -4,11 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import operators
 from coordinator.local_agent import LocalAgent
+
+
+class FakeClock:
+    """A monotonic clock a test moves by hand (``clock.now += 10``)."""
+
+    def __init__(self, start: float = 100.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds; AssertionError naming ``what`` after ``timeout``."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 def only_layer(*layers: str) -> tuple[str, ...]:
@@ -22,10 +42,11 @@ def only_layer(*layers: str) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None = None,
-                  wait: bool = True, platform: str = "cpu") -> Iterator[str]:
+                  wait: bool = True, platform: str = "cpu", auth: Any = None) -> Iterator[str]:
     """A real agent process (``cpu`` unless told) on a free loopback port; yields its address
-    (SERVING unless ``wait`` is False, in which case it yields as soon as the port is bound)."""
-    agent = LocalAgent(platform=platform, workers=workers, extra_args=extra_args, env=env)
+    (SERVING unless ``wait`` is False, in which case it yields as soon as the port is bound).
+    ``auth`` (a ClientAuth) reaches an agent that ``extra_args`` put behind TLS."""
+    agent = LocalAgent(platform=platform, workers=workers, extra_args=extra_args, env=env, auth=auth)
     address = agent.start()
     try:
         if wait:

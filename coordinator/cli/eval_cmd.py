@@ -16,9 +16,10 @@ import operators
 from coordinator.integrity import Guard
 from coordinator.local_agent import LocalAgent
 from protos import request_ids
-from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest
+from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest, NotAuthorized
 from protos.integrity import Expected
 from protos.records import EvalRequest, Verdict
+from protos.security import AuthConfigError, ClientAuth, ClientAuthFiles
 
 EXIT_AGENT_UNREACHABLE = 3
 
@@ -68,6 +69,19 @@ def _append(out: Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
+def _auth(address: str | None, ca: Path | None, cert: Path | None, key: Path | None,
+          token_file: Path | None) -> ClientAuth | None:
+    """The credentials for ``--agent`` (the local agent needs none)."""
+    if address is None:
+        if any(x is not None for x in (ca, cert, key, token_file)):
+            raise click.UsageError("--ca, --cert, --key and --token-file are for --agent")
+        return None
+    try:
+        return ClientAuthFiles(ca, cert, key, token_file, "KGB_AGENT_TOKEN").load()
+    except AuthConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 @click.command("eval")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--op", "op_id", required=True, metavar="ID", help="the problem, e.g. aten::add")
@@ -85,9 +99,19 @@ def _append(out: Path, record: dict[str, Any]) -> None:
 @click.option("--no-timing", is_flag=True, help="check correctness only")
 @click.option("--concurrency", type=click.IntRange(1, 1024), default=None,
               help="candidates in flight (default: the agent's capacity)")
+@click.option("--ca", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PEM",
+              help="with --agent: speak TLS and trust this CA for the agent's certificate")
+@click.option("--cert", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PEM",
+              help="with --ca: a client certificate, for an agent with mutual TLS (and --key)")
+@click.option("--key", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PEM",
+              help="the private key of --cert")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="with --agent: the bearer token (`kgb agent token add` printed "
+                                   "it); default: $KGB_AGENT_TOKEN. Never printed")
 def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: str, as_json: bool,
              out: Path | None, resume: bool, timeout: float, no_timing: bool,
-             concurrency: int | None) -> None:
+             concurrency: int | None, ca: Path | None, cert: Path | None, key: Path | None,
+             token_file: Path | None) -> None:
     """Evaluate candidate FILEs (or directories of .py files) against problem ID.
 
     Exit status is 0 whenever verdicts were produced, whatever they say; 2 for usage errors;
@@ -95,6 +119,7 @@ def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: 
     """
     if resume and out is None:
         raise click.UsageError("--resume needs --out")
+    auth = _auth(address, ca, cert, key, token_file)
     try:
         spec = operators.get(op_id)
     except operators.UnknownOperatorError as exc:
@@ -123,7 +148,7 @@ def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: 
                 click.echo(f"kgb eval: cannot start a local agent: {exc}", err=True)
                 sys.exit(EXIT_AGENT_UNREACHABLE)
         code = asyncio.run(_evaluate_all(address, spec, sources, as_json, out, timeout, no_timing,
-                                         concurrency))
+                                         concurrency, auth if local is None else None))
     finally:
         if local is not None:
             local.stop()
@@ -132,18 +157,24 @@ def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: 
 
 async def _evaluate_all(address: str, spec: operators.OperatorSpec,
                         sources: list[tuple[Path, bytes]], as_json: bool, out: Path | None,
-                        timeout: float, no_timing: bool, concurrency: int | None) -> int:
+                        timeout: float, no_timing: bool, concurrency: int | None,
+                        auth: ClientAuth | None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
-    async with AgentClient(address) as client:
+    async with AgentClient(address, auth) as client:
         try:
             await client.wait_serving(timeout=15.0)
             desc = await client.describe()
+        except NotAuthorized as exc:
+            err.print(f"kgb eval: the agent at {address} refused us: {exc}. Give its token with "
+                      "--token-file or KGB_AGENT_TOKEN (docs/auth.md).", markup=False)
+            return EXIT_AGENT_UNREACHABLE
         except AgentError as exc:
+            tls = "" if auth is not None and auth.tls else " If it serves TLS, give --ca."
             err.print(f"kgb eval: cannot reach the agent at {address}: {exc}. "
-                      "Start one with `kgb agent serve` or leave out --agent.", markup=False)
+                      f"Start one with `kgb agent serve` or leave out --agent.{tls}", markup=False)
             return EXIT_AGENT_UNREACHABLE
         sem = asyncio.Semaphore(concurrency or max(1, desc.capacity))
         unreachable = False

@@ -52,7 +52,10 @@ def _engine_options(f: Any) -> Any:
                      help="let agents register themselves here (kgb agent serve --register); "
                           "default: only the spec's [[agents]]"),
         click.option("--registry-host", default="127.0.0.1", show_default=True,
-                     help="address the registry listens on"),
+                     help="address the registry listens on; any other than loopback needs "
+                          "--registry-tls-cert/--registry-tls-key and --registry-tokens, or "
+                          "--registry-insecure"),
+        *_access_options(),
         click.option("--eval-timeout", type=click.FloatRange(1, 86400), default=900.0,
                      show_default=True, help="seconds one evaluation may take, retries included"),
         click.option("--wait-for-agents", type=click.FloatRange(0, 3600), default=60.0,
@@ -66,6 +69,69 @@ def _engine_options(f: Any) -> Any:
     for o in reversed(options):
         f = o(f)
     return f
+
+
+def _access_options() -> list[Any]:
+    """TLS and tokens: of the registry this coordinator serves, and for the agents it dials
+    (docs/auth.md)."""
+    path = click.Path(dir_okay=False, path_type=Path)
+    return [
+        click.option("--registry-tls-cert", type=path, default=None, metavar="PEM",
+                     help="serve the registry over TLS with this certificate (and --registry-tls-key)"),
+        click.option("--registry-tls-key", type=path, default=None, metavar="PEM",
+                     help="the private key of --registry-tls-cert"),
+        click.option("--registry-client-ca", type=path, default=None, metavar="PEM",
+                     help="mutual TLS: agents must present a certificate signed by this CA"),
+        click.option("--registry-tokens", type=path, default=None, metavar="FILE",
+                     help="agents must register with a token of this file (`kgb agent token add`); "
+                          "an agent's heartbeats and deregistration must carry the same tenant's token"),
+        click.option("--registry-insecure", is_flag=True,
+                     help="allow a non-loopback --registry-host without TLS and tokens"),
+        click.option("--agent-ca", type=path, default=None, metavar="PEM",
+                     help="dial agents over TLS, trusting this CA (agents whose [[agents]] entry has "
+                          "its own ca/cert/key/token_file use those instead)"),
+        click.option("--agent-cert", type=path, default=None, metavar="PEM",
+                     help="client certificate for agents with mutual TLS (with --agent-key)"),
+        click.option("--agent-key", type=path, default=None, metavar="PEM",
+                     help="the key of --agent-cert"),
+        click.option("--agent-token-file", type=path, default=None, metavar="FILE",
+                     help="bearer token for the agents (default: $KGB_AGENT_TOKEN); never printed"),
+    ]
+
+
+def _take_access(kw: dict[str, Any]) -> dict[str, Any]:
+    """Replace the access options in ``kw`` by ``registry_access`` and ``agent_auth``, checked
+    now (unreadable files, a key that does not match, an exposed registry): usage errors here,
+    not in the fleet's actor once Ray is up."""
+    from coordinator.registry_service import RegistryAccess
+    from protos.security import AuthConfigError, ClientAuthFiles, ServerTLS, TokenStore, exposure_problem
+
+    get = kw.pop
+    cert, key, client_ca = get("registry_tls_cert"), get("registry_tls_key"), get("registry_client_ca")
+    tokens, insecure = get("registry_tokens"), get("registry_insecure")
+    agent = (get("agent_ca"), get("agent_cert"), get("agent_key"), get("agent_token_file"))
+    try:
+        if (cert is None) != (key is None) or (client_ca is not None and cert is None):
+            raise AuthConfigError("--registry-tls-cert and --registry-tls-key go together "
+                                  "(and --registry-client-ca needs both)")
+        tls = ServerTLS(cert, key, client_ca) if cert is not None else None
+        if tls is not None:
+            tls.credentials()
+        if tokens is not None:
+            TokenStore(tokens)
+        files = ClientAuthFiles(*agent, token_env="KGB_AGENT_TOKEN")
+        files.load()
+    except AuthConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if kw.get("registry_port") is not None:
+        problem = exposure_problem(kw["registry_host"], tls=tls is not None,
+                                   tokens=tokens is not None, insecure=insecure)
+        if problem is not None:
+            raise click.UsageError(f"agent registry: {problem}; give --registry-tls-cert/"
+                                   "--registry-tls-key and --registry-tokens, or --registry-insecure")
+    kw["registry_access"] = RegistryAccess(tls=tls, tokens=tokens, insecure=insecure)
+    kw["agent_auth"] = files
+    return kw
 
 
 @sweep.command("run")
@@ -107,7 +173,7 @@ def run_cmd(spec_path: Path, **kw: Any) -> None:
         finally:
             store.close()
     sys.exit(_execute(spec, text, str(spec_path), str(spec_path.parent.resolve()), spec.store,
-                      resume=False, **kw))
+                      resume=False, **_take_access(kw)))
 
 
 @sweep.command("resume")
@@ -135,7 +201,7 @@ def resume_cmd(ctx: click.Context, /, run_ref: str, store_path: Path | None, run
     except SweepSpecError as exc:
         raise click.UsageError(f"the stored spec of {run_id!r} no longer validates: {exc}") from None
     sys.exit(_execute(spec, config["spec"], config.get("spec_source", "<stored spec>"),
-                      config.get("spec_dir", "."), store_dir, resume=True, **kw))
+                      config.get("spec_dir", "."), store_dir, resume=True, **_take_access(kw)))
 
 
 @sweep.command("status")
@@ -249,7 +315,8 @@ def _owner_alive(detail: str) -> bool:
 
 def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, *, resume: bool,
              ray_address: str | None, metrics_port: int, metrics_host: str,
-             registry_port: int | None, registry_host: str, eval_timeout: float,
+             registry_port: int | None, registry_host: str, registry_access: Any,
+             agent_auth: Any, eval_timeout: float,
              wait_for_agents: float, no_progress: bool, metrics_linger: float) -> int:
     from rich.console import Console
 
@@ -280,6 +347,7 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
     options = SweepOptions(run_id=spec.name, store_dir=Path(store_dir), spec_text=text,
                            spec_source=source, spec_dir=spec_dir, ray_address=ray_address,
                            registry_port=registry_port, registry_host=registry_host,
+                           registry_access=registry_access, agent_auth=agent_auth,
                            eval_timeout_s=eval_timeout, wait_for_agents_s=wait_for_agents,
                            resume=resume)
     console.print(f"sweep {spec.name}: store {store_dir}, metrics on "

@@ -15,7 +15,7 @@ import random
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,6 +46,7 @@ from protos.records import (
 )
 from protos.registry import AgentLoad, Registration
 from tests.coordinator.fake_agents import fake, honest_verdict
+from tests.helpers import until
 
 ADD = operators.get("aten::add")
 OP = (ADD.id, ADD.version)
@@ -65,14 +66,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def agent_of(snap: FleetSnapshot, address: str) -> AgentSnapshot | None:

@@ -1,19 +1,25 @@
-"""Shared by the metrics tests: a cpu agent exporting metrics, scraping, the metric catalogue,
-and the dashboard's queries."""
+"""Shared by the deploy tests: a cpu agent exporting metrics, scraping, the metric catalogue,
+the dashboard's queries, and tools from Debian packages (Prometheus, promtool, docker-compose)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import pytest
 from prometheus_client import Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
@@ -111,3 +117,59 @@ def variable_queries() -> dict[str, str]:
     """Query variables: name -> ``label_values(selector, label)`` definition."""
     return {v["name"]: v["query"]["query"] for v in dashboard()["templating"]["list"]
             if v["type"] == "query"}
+
+
+# -- tools from Debian packages: fail in CI and as root, skip elsewhere ---------------------------
+
+
+def must_run() -> bool:
+    """Whether a missing tool fails the test (CI, or root, who can install it) or skips it."""
+    return bool(os.environ.get("CI")) or os.geteuid() == 0
+
+
+def unavailable(message: str, package: str, what: str = "") -> NoReturn:
+    if must_run():
+        pytest.fail(f"{what or package} is required here (CI or root): {message}", pytrace=False)
+    pytest.skip(f"{message} (install it with: sudo apt-get install -y {package})")
+
+
+def debian_tool(binary: str, package: str, what: str = "") -> str:
+    """``binary`` on PATH; as root, installed from the Debian ``package`` when missing. ``what``
+    names the tool in a failure (default: the package)."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        unavailable(f"the {binary} binary is not on PATH", package, what)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    out = ""
+    for cmd in (install, ["apt-get", "update"], install):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        out = r.stdout[-1500:] + r.stderr[-1500:]
+        if cmd is install and r.returncode == 0 and shutil.which(binary):
+            break
+    found = shutil.which(binary)
+    if not found:
+        unavailable(f"`apt-get install {package}` did not provide {binary}:\n{out}", package, what)
+    return found
+
+
+# -- the agent's command line -------------------------------------------------------------------
+
+
+@functools.cache
+def serve_help() -> str:
+    """``python -m device_agent serve --help``."""
+    return subprocess.run([sys.executable, "-m", "device_agent", "serve", "--help"],
+                          capture_output=True, text=True, timeout=120, check=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+
+
+def assert_serve_flags(argv: list[str], where: str) -> None:
+    """``argv`` (after the program) is ``serve`` with flags the agent's parser knows."""
+    assert argv and argv[0] == "serve", f"{where}: {argv}"
+    flags = [a.split("=")[0] for a in argv if a.startswith("--")]
+    unknown = [f for f in flags
+               if not re.search(rf"(^|[\s,]){re.escape(f)}(?=[\s,=]|$)", serve_help(), re.M)]
+    assert not unknown, f"{where}: `python -m device_agent serve` has no {unknown}"

@@ -50,7 +50,15 @@ from protos.client import AgentClient
 from protos.records import EvalRequest, Status
 from tests.coordinator.fake_agents import fake_in_thread, passes_another_candidate
 from tests.coordinator.sweeping import kgb, wait_for
-from tests.deploy.helpers import PROM_CONFIG, catalogue, expressions, metrics_agent, variable_queries
+from tests.deploy.helpers import (
+    PROM_CONFIG,
+    catalogue,
+    debian_tool,
+    expressions,
+    metrics_agent,
+    unavailable,
+    variable_queries,
+)
 from tests.generators.fake_llm_server import FakeServer, fake_server
 
 SCRAPE = "1s"
@@ -65,35 +73,13 @@ DEAD_AGENT = "127.0.0.1:9"  # nothing listens on the discard port: an agent that
 # -- Prometheus ---------------------------------------------------------------------------------
 
 
-def _must_run() -> bool:
-    return bool(os.environ.get("CI")) or os.geteuid() == 0
+def _prometheus_binary() -> str:
+    """``prometheus`` on PATH; as root, installed from the Debian package when missing."""
+    return debian_tool("prometheus", "prometheus", "Prometheus")
 
 
 def _unavailable(message: str) -> NoReturn:
-    if _must_run():
-        pytest.fail(f"Prometheus is required here (CI or root): {message}", pytrace=False)
-    pytest.skip(f"{message} (install it with: sudo apt-get install -y prometheus)")
-
-
-def _prometheus_binary() -> str:
-    """``prometheus`` on PATH; as root, installed from the Debian package when missing."""
-    found = shutil.which("prometheus")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        _unavailable("the prometheus binary is not on PATH")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]
-    out = ""
-    for cmd in (install, ["apt-get", "update"], install):
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-        out = r.stdout[-1500:] + r.stderr[-1500:]
-        if cmd is install and r.returncode == 0 and shutil.which("prometheus"):
-            break
-    found = shutil.which("prometheus")
-    if not found:
-        _unavailable(f"`apt-get install prometheus` did not provide it:\n{out}")
-    return found
+    unavailable(message, "prometheus", "Prometheus")
 
 
 def _free_port() -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from hypothesis import strategies as st
 
 import operators
 from device_agent.evaluation import MAX_SOURCE_BYTES, StageBudgets
+from device_agent.tenancy import MAX_REQUEST_ID
 from protos.kgb.agent.v1 import agent_pb2
 from tests.device_agent.fuzzing import (
     CLEAN_CODES,
@@ -93,7 +95,7 @@ request_ids = weighted(
     (2, st.text(min_size=1, max_size=40)),
     (1, st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF,
                                        exclude_categories=["Cs"]), max_size=12)),
-    (1, st.sampled_from([1, 2, 255, 256, 257, 4096, 65_536, 300_000]).map(lambda n: "r" * n)),
+    (1, st.sampled_from([1, 2, 127, 128, 129, 4096, 65_536, 300_000]).map(lambda n: "r" * n)),
     (1, st.just("")),
 )
 
@@ -193,9 +195,10 @@ _sent = itertools.count()
 
 
 def unique_ids(batch: list[Call]) -> list[Call]:
-    """The batch with each non-empty request id made unique to this run (a suffix), or the
-    previous call's id where asked: an example then means the same thing when hypothesis
-    replays it, whatever ids earlier examples left in the agent's verdict cache."""
+    """The batch with each non-empty request id made unique to this run (a prefix in place of
+    its first characters, so its length stays what was drawn), or the previous call's id where
+    asked: an example then means the same thing when hypothesis replays it, whatever ids earlier
+    examples left in the agent's memory."""
     out: list[Call] = []
     for call in batch:
         req = agent_pb2.EvaluateRequest()
@@ -203,7 +206,9 @@ def unique_ids(batch: list[Call]) -> list[Call]:
         if call.reuse_id and out:
             req.request_id = out[-1].request.request_id
         elif req.request_id:
-            req.request_id += f"~{os.getpid()}.{next(_sent)}"
+            tag = f"{os.getpid()}.{next(_sent)}~"
+            rid = req.request_id
+            req.request_id = tag + rid[len(tag):] if len(rid) >= len(tag) else rid + tag
         out.append(replace(call, request=req))
     return out
 
@@ -237,14 +242,13 @@ def calls(draw: st.DrawFn) -> Call:
 
 
 # ---- the oracle --------------------------------------------------------------------------------
-def refusal(req: agent_pb2.EvaluateRequest, deadline: float | None) -> str | None:
-    """Why the agent must refuse this (fresh) request with INVALID_ARGUMENT; None: a verdict."""
-    if not req.request_id:
-        return "no request id"
-    if deadline is None:
-        return "no deadline"
-    if deadline < MARGIN_S - 0.25:  # (near the margin either answer is right: clocks differ)
-        return "deadline too short"
+REQUEST_ID = re.compile(rf"[!-~]{{1,{MAX_REQUEST_ID}}}")  # the agent's rule (tenancy.py)
+
+
+def refusal(req: agent_pb2.EvaluateRequest) -> str | None:
+    """Why the agent must refuse this request with INVALID_ARGUMENT whatever it remembers."""
+    if not REQUEST_ID.fullmatch(req.request_id):
+        return "bad request id"
     try:
         spec = operators.get(req.operator_id)
     except operators.UnknownOperatorError:
@@ -260,20 +264,28 @@ def refusal(req: agent_pb2.EvaluateRequest, deadline: float | None) -> str | Non
     return None
 
 
+def deadline_refusal(deadline: float | None) -> str | None:
+    """Why a new (not repeated) valid request must be refused; None: it gets a verdict."""
+    if deadline is None:
+        return "no deadline"
+    if deadline < MARGIN_S - 0.25:  # (near the margin either answer is right: clocks differ)
+        return "deadline too short"
+    return None
+
+
+def content(req: agent_pb2.EvaluateRequest) -> tuple[str, int | None, bytes, bool]:
+    return (req.operator_id, req.operator_version if req.HasField("operator_version") else None,
+            req.source, req.skip_timing)
+
+
 def check_verdict(agent: FuzzAgent, req: agent_pb2.EvaluateRequest, v: agent_pb2.Verdict) -> None:
+    """A verdict names the request id, operator, version and candidate hash that were sent:
+    a request id is bound to its content, a repeat with other content is refused."""
     assert v.status in INSTANT_STATUSES, (v.status, v.message)
-    assert v.request_id == req.request_id
-    seen = agent.verdicts.get(req.request_id)
-    content = (req.operator_id, req.operator_version if req.HasField("operator_version") else None,
-               req.source, req.skip_timing)
-    if (seen is None and req.request_id not in agent.maybe_cached) or seen == content:
-        spec = operators.get(req.operator_id)
-        assert (v.operator_id, v.operator_version) == (spec.id, spec.version)
-        assert v.candidate_hash == sha256(req.source)
-        agent.verdicts[req.request_id] = content
-    # else: an id reused for other content (or after a verdict the test never saw). Today the
-    # first verdict comes back (issue #19, point 4, owned elsewhere, makes a reuse with other
-    # content INVALID_ARGUMENT); either way it names this id.
+    spec = operators.get(req.operator_id)
+    assert (v.request_id, v.operator_id, v.operator_version, v.candidate_hash) == (
+        req.request_id, spec.id, spec.version, sha256(req.source)), v
+    agent.verdicts[req.request_id] = content(req)
 
 
 def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | None,
@@ -282,33 +294,36 @@ def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | Non
     event("outcome: " + (rpc_code(error).name if error is not None
                          else agent_pb2.Status.Name(verdict.status) if verdict is not None
                          else "stream cancelled"))
-    if error is not None:
-        code = rpc_code(error)
+    code = rpc_code(error) if error is not None else None
+    details = rpc_details(error)[:300] if error is not None else ""
+    if code is not None:
         if code is grpc.StatusCode.UNAVAILABLE:  # draining, or gone: say which
             agent.assert_alive()
-        assert code in CLEAN_CODES, f"{code}: {rpc_details(error)[:500]}"
+        assert code in CLEAN_CODES, f"{code}: {details}"
         if code is grpc.StatusCode.CANCELLED:
-            assert cancelled, rpc_details(error)
+            assert cancelled, details
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-            assert call.deadline is not None and call.deadline < 5, rpc_details(error)
+            assert call.deadline is not None and call.deadline < 5, details
         if code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
             agent.maybe_cached.add(req.request_id)  # admitted or not: the test cannot tell
             return
-    fresh = req.request_id not in agent.verdicts and req.request_id not in agent.maybe_cached
-    why = refusal(req, call.deadline)
-    near_margin = call.deadline is not None and abs(call.deadline - MARGIN_S) <= 0.5
-    if near_margin and error is not None and rpc_code(error) is grpc.StatusCode.INVALID_ARGUMENT:
-        return  # "deadline too short", by the agent's clock
-    if fresh and why is not None:
-        assert error is not None, f"{why}: expected INVALID_ARGUMENT, got a verdict"
-        assert rpc_code(error) is grpc.StatusCode.INVALID_ARGUMENT, (
-            f"{why}: expected INVALID_ARGUMENT, got {rpc_code(error)}: {rpc_details(error)[:300]}")
+    why = refusal(req)
+    if why is None:
+        known = agent.verdicts.get(req.request_id)
+        if known is not None and known != content(req):
+            why = "request id reused for other content"
+        elif known is None and req.request_id not in agent.maybe_cached:
+            why = deadline_refusal(call.deadline)
+            near_margin = call.deadline is not None and abs(call.deadline - MARGIN_S) <= 0.5
+            if near_margin and code is grpc.StatusCode.INVALID_ARGUMENT:
+                return  # "deadline too short", by the agent's clock
+        elif known is None and code is grpc.StatusCode.INVALID_ARGUMENT:
+            return  # its first use may have had other content, or no deadline
+    if why is not None:
+        assert code is grpc.StatusCode.INVALID_ARGUMENT, (
+            f"{why}: expected INVALID_ARGUMENT, got {code or 'a verdict'}: {details}")
         return
-    if error is not None:
-        # A repeated id (any content) may be refused; a fresh valid request may not.
-        assert not fresh, f"valid request refused: {rpc_code(error)}: {rpc_details(error)[:300]}"
-        assert rpc_code(error) is grpc.StatusCode.INVALID_ARGUMENT, rpc_details(error)[:300]
-        return
+    assert code is None, f"valid request refused: {code}: {details}"
     assert verdict is not None
     check_verdict(agent, req, verdict)
 

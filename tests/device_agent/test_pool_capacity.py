@@ -11,8 +11,13 @@ from device_agent.platforms.cpu import CpuPlatform
 from device_agent.workers import WorkerPool
 
 
+class _LiveProcess:
+    returncode = None
+
+
 class _FakeWorker:
-    pid = 0  # no such process: the pool reads no CPU times for it
+    pid = main_pid = 0  # no such process: the pool reads no CPU times for it
+    proc = _LiveProcess()
     cpu_at_ready = None
     cpu = None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -19,6 +18,7 @@ from coordinator.registry_service import RegistryServer
 from device_agent import __main__ as agent_main
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from protos.records import AgentDescription, DeviceInfo, SystemInfo
+from tests.helpers import until
 
 CONFIG = FleetConfig(probe_interval_s=0.2, probe_timeout_s=0.5, lease_s=1.5, forget_after_s=30.0)
 FAST_RETRY = dict(timeout_s=1.0, backoff_base_s=0.1, backoff_max_s=0.3)
@@ -54,14 +54,6 @@ def registrar(port: int, agent: StandIn, advertise: str = "127.0.0.1:1") -> Regi
 
 def seen(fleet: Fleet, address: str = "127.0.0.1:1") -> AgentSnapshot | None:
     return next((a for a in fleet.snapshot().agents if a.address == address), None)
-
-
-async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def test_unreachable_coordinator_is_retried_then_registration_and_heartbeats_flow() -> None:

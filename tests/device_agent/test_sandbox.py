@@ -29,6 +29,10 @@ from tests.device_agent.test_agent import ADD, evaluate, fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs a root agent")
 REPO = Path(__file__).resolve().parents[2]
+# The platform the attacks run on: cpu here and in CI; `cuda` on a GPU host (bench/h200.sh
+# sandbox), where the sandbox must also leave CUDA, Triton's compiler and the profiler working.
+PLATFORM = os.environ.get("KGB_TEST_PLATFORM", "cpu")
+JOB_MEMORY_GB = 1 if PLATFORM == "cpu" else 4  # a CUDA context alone takes about 1 GiB of host memory
 
 
 def _attack(name: str, **subs: str) -> bytes:
@@ -79,13 +83,14 @@ def _forkserver(agent_pid: int) -> int:
 class _Agent:
     """A dedicated agent process (static layer off) started in ``cwd``."""
 
-    def __init__(self, cwd: Path, *args: str, workers: int = 1) -> None:
+    def __init__(self, cwd: Path, *args: str, workers: int = 1, repo: Path = REPO) -> None:
+        self.platform = PLATFORM
         self.dir = Path(tempfile.mkdtemp(prefix="kgb-sandbox-agent-"))
         port_file = self.dir / "port"
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=str(repo))
         self.log = open(self.dir / "agent.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "device_agent", "serve", "--port", "0", "--platform", "cpu",
+            [sys.executable, "-m", "device_agent", "serve", "--port", "0", "--platform", PLATFORM,
              "--workers", str(workers), "--port-file", str(port_file),
              "--disable-layer", "static", *args],
             cwd=cwd, env=env, stdout=self.log, stderr=self.log, start_new_session=True)
@@ -114,11 +119,21 @@ class _Agent:
 
 
 @pytest.fixture(scope="module")
+def attacked(agent_secret_env: None) -> Iterator[str]:
+    """The agent most attacks go to (two workers); its address."""
+    agent = _Agent(REPO, workers=2)
+    try:
+        yield agent.address
+    finally:
+        agent.stop()
+
+
+@pytest.fixture(scope="module")
 def exposed_agent(agent_secret_env: None) -> Iterator[tuple[_Agent, Path]]:
-    """An agent started from a world-writable directory, with a 1 GiB memory limit per job."""
+    """An agent started from a world-writable directory, with a small memory limit per job."""
     launch = Path(tempfile.mkdtemp(prefix="kgb-launch-"))
     os.chmod(launch, 0o1777)
-    agent = _Agent(launch, "--worker-memory-gb", "1")
+    agent = _Agent(launch, "--worker-memory-gb", str(JOB_MEMORY_GB))
     try:
         yield agent, launch
     finally:
@@ -128,23 +143,25 @@ def exposed_agent(agent_secret_env: None) -> Iterator[tuple[_Agent, Path]]:
 
 # ---- files ----------------------------------------------------------------------------------
 
-def test_import_path_and_working_directory_hold_nothing_writable(cpu_agent: str) -> None:
-    v = evaluate(cpu_agent, _attack("sandbox_write_probe.py", MARKER=uuid.uuid4().hex,
+def test_import_path_and_working_directory_hold_nothing_writable(attacked: str) -> None:
+    v = evaluate(attacked, _attack("sandbox_write_probe.py", MARKER=uuid.uuid4().hex,
                                     EARLIER="none"))
     assert "probe path_writable=[] cwd_writable=False" in v.message, v.message
-    _then_honest(cpu_agent)
+    _then_honest(attacked)
 
 
-def test_scratch_places_are_private_and_gone_after_the_job(cpu_agent: str) -> None:
+def test_scratch_places_are_private_and_gone_after_the_job(attacked: str) -> None:
     first = uuid.uuid4().hex
-    v = evaluate(cpu_agent, _attack("sandbox_write_probe.py", MARKER=first, EARLIER="none"))
-    assert "planted=['/tmp', '/var/tmp', '/dev/shm', '/tmp/ray']" in v.message, v.message
-    for d in ("/tmp", "/var/tmp", "/dev/shm", "/tmp/ray"):
+    v = evaluate(attacked, _attack("sandbox_write_probe.py", MARKER=first, EARLIER="none"))
+    assert "planted=['/tmp', '/var/tmp', '/dev/shm', '/tmp/ray', '/run/lock']" in v.message, \
+        v.message
+    assert "run_entries=[]" in v.message, v.message  # no host daemon's socket in sight
+    for d in ("/tmp", "/var/tmp", "/dev/shm", "/tmp/ray", "/run/lock"):
         assert not Path(d, f"kgb-leak-{first}").exists(), f"{d} is shared with the host"
-    v = evaluate(cpu_agent, _attack("sandbox_write_probe.py", MARKER=uuid.uuid4().hex,
+    v = evaluate(attacked, _attack("sandbox_write_probe.py", MARKER=uuid.uuid4().hex,
                                     EARLIER=first))
     assert "seen_earlier=[]" in v.message, v.message
-    _then_honest(cpu_agent)
+    _then_honest(attacked)
 
 
 def test_a_module_planted_in_the_launch_directory_is_never_imported(
@@ -156,6 +173,41 @@ def test_a_module_planted_in_the_launch_directory_is_never_imported(
     _then_honest(agent.address)  # a fresh worker: the forkserver would restart and import here
     assert not list(launch.glob("pwned-uid-*")), "the planted module ran"
     assert _forkserver(agent.proc.pid) == forkserver, "a candidate crashed the forkserver"
+
+
+_WHERE_FROM = """
+import sys
+
+
+def add_Tensor(self, other, *, alpha=1):
+    files = {m.__file__ for n, m in list(sys.modules.items())
+             if n.split(".")[0] in ("device_agent", "operators", "protos")
+             and getattr(m, "__file__", None)}
+    elsewhere = sorted(f for f in files if not f.startswith("__CHECKOUT__/"))
+    raise RuntimeError(f"{len(files)} modules, from elsewhere: {elsewhere[:5]!r}")
+
+
+add_Scalar = add_out = add_Tensor
+"""
+
+
+def test_a_checkout_under_tmp_still_serves(agent_secret_env: None) -> None:
+    """The private /tmp must not hide the code the workers import (CI may clone under /tmp)."""
+    checkout = Path(tempfile.mkdtemp(prefix="kgb-checkout-"))
+    os.chmod(checkout, 0o755)
+    try:
+        for package in ("device_agent", "operators", "protos", "coordinator", "generators"):
+            shutil.copytree(REPO / package, checkout / package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        agent = _Agent(checkout, repo=checkout)
+        try:
+            v = evaluate(agent.address, _WHERE_FROM.replace("__CHECKOUT__", str(checkout)))
+            assert "modules, from elsewhere: []" in v.message, v.message
+            _then_honest(agent.address)
+        finally:
+            agent.stop()
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)
 
 
 # ---- descriptors ----------------------------------------------------------------------------
@@ -206,10 +258,10 @@ def setuid_sleep() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_a_setuid_exec_gains_nothing_and_dies_with_the_job(cpu_agent: str,
+def test_a_setuid_exec_gains_nothing_and_dies_with_the_job(attacked: str,
                                                             setuid_sleep: Path) -> None:
     marker = f"kgb-escapee-{uuid.uuid4().hex[:12]}"
-    v = evaluate(cpu_agent, _attack("sandbox_setuid_escape.py", BINARY=str(setuid_sleep),
+    v = evaluate(attacked, _attack("sandbox_setuid_escape.py", BINARY=str(setuid_sleep),
                                     MARKER=marker))
     try:
         assert "escaped child euid=" in v.message, v.message
@@ -222,7 +274,7 @@ def test_a_setuid_exec_gains_nothing_and_dies_with_the_job(cpu_agent: str,
     finally:
         for pid in _processes_with(marker):
             os.kill(pid, signal.SIGKILL)
-    _then_honest(cpu_agent)
+    _then_honest(attacked)
 
 
 def test_dead_idle_workers_are_replaced_not_charged(agent_secret_env: None) -> None:
@@ -241,33 +293,33 @@ def test_dead_idle_workers_are_replaced_not_charged(agent_secret_env: None) -> N
 
 # ---- system calls ---------------------------------------------------------------------------
 
-def test_denied_system_calls_fail_on_every_thread(cpu_agent: str) -> None:
-    v = evaluate(cpu_agent, fixture("sandbox_syscalls.py"))
+def test_denied_system_calls_fail_on_every_thread(attacked: str) -> None:
+    v = evaluate(attacked, fixture("sandbox_syscalls.py"))
     assert "syscalls " in v.message, v.message
     results = eval(v.message.split("syscalls ", 1)[1].split(" threads ")[0])  # noqa: S307
     threads = eval(v.message.split(" threads ", 1)[1])  # noqa: S307
     expected = {name: "EPERM" for name in results} | {"clone3": "ENOSYS"}
     assert results == expected, results
     assert threads and all(state == ("1", "2") for state in threads.values()), threads
-    _then_honest(cpu_agent)
+    _then_honest(attacked)
 
 
 @pytest.mark.parametrize("abi", ["i386", "x32"])
-def test_other_system_call_abis_kill_the_worker(cpu_agent: str, abi: str) -> None:
+def test_other_system_call_abis_kill_the_worker(attacked: str, abi: str) -> None:
     if os.uname().machine != "x86_64":
         pytest.skip("x86_64 only")
-    v: Verdict = evaluate(cpu_agent, _attack("sandbox_other_abi.py", ABI=abi))
+    v: Verdict = evaluate(attacked, _attack("sandbox_other_abi.py", ABI=abi))
     assert v.status is Status.RUNTIME_ERROR and "SIGSYS" in v.message, v.message
-    _then_honest(cpu_agent)
+    _then_honest(attacked)
 
 
 # ---- limits ---------------------------------------------------------------------------------
 
 def test_memory_beyond_the_job_limit_ends_the_job(exposed_agent: tuple[_Agent, Path]) -> None:
     agent, _ = exposed_agent
-    v = evaluate(agent.address, fixture("sandbox_memory_hog.py"))
+    v = evaluate(agent.address, _attack("sandbox_memory_hog.py", MIB=str(2 * 1024 * JOB_MEMORY_GB)))
     assert v.status is Status.RUNTIME_ERROR, v.message
-    assert "memory limit (1.0 GiB)" in v.message, v.message
+    assert f"memory limit ({JOB_MEMORY_GB:.1f} GiB)" in v.message, v.message
     _then_honest(agent.address)
 
 
@@ -281,7 +333,7 @@ def test_a_worker_lost_before_taking_its_job_is_retried_on_another() -> None:
     async def go() -> tuple[Verdict, int]:
         with tempfile.TemporaryDirectory() as root:
             os.chmod(root, 0o711)
-            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
+            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))  # the pool is what is tested
             await pool.start()
             handed = 0
             acquire = pool.acquire
@@ -333,6 +385,14 @@ def test_the_import_path_keeps_only_what_nobody_else_can_write(tmp_path: Path) -
                              str(under_sticky), str(sticky_parent), str(other_owner),
                              str(tmp_path / "missing"), str(safe)])
     assert kept == (str(safe), str(under_sticky))
+
+
+def test_what_a_private_tmpfs_would_hide_is_bound_back() -> None:
+    from device_agent.sandbox import _hidden_by_private_dirs
+
+    assert _hidden_by_private_dirs(["/tmp/a/b", "/tmp/a", "/usr/lib", "/var/tmp/x",
+                                    "/tmpx/y", "/run/lock/z"]) == ["/run/lock/z", "/tmp/a",
+                                                                   "/var/tmp/x"]
 
 
 def test_untrusted_work_needs_root_or_the_unsafe_flag(monkeypatch: pytest.MonkeyPatch) -> None:
