@@ -99,12 +99,14 @@ class FuzzAgent:
     channel: grpc.Channel = field(repr=False)
     metrics_port: int | None = None
     rss_start_kib: int = 0
-    # request id -> (operator id, version, source, skip_timing) of every id that got a verdict
-    verdicts: dict[str, tuple[str, int | None, bytes, bool]] = field(default_factory=dict,
-                                                                     repr=False)
-    # request ids the agent may have a verdict for that the test never saw (a stream cancelled
-    # or a deadline passed after admission)
-    maybe_cached: set[str] = field(default_factory=set, repr=False)
+    # (tenant, request id) -> (operator id, version, candidate hash, skip_timing) of every id that
+    # got a verdict (request ids are per tenant; "" without tokens)
+    verdicts: dict[tuple[str, str], tuple[str, int, str, bool]] = field(
+        default_factory=dict, repr=False)
+    # ids the agent may have a verdict for that the test never saw (a stream cancelled or a
+    # deadline passed after admission)
+    maybe_cached: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    metadata: tuple[tuple[str, str], ...] = ()  # sent with the fixture's own calls (a token)
 
     def __repr__(self) -> str:
         return f"FuzzAgent({self.address}, pid {self.agent.proc.pid if self.agent.proc else None})"
@@ -160,14 +162,21 @@ class FuzzAgent:
         describe = self.channel.unary_unary(
             DESCRIBE, request_serializer=agent_pb2.DescribeRequest.SerializeToString,
             response_deserializer=agent_pb2.DescribeResponse.FromString)
-        d = describe(agent_pb2.DescribeRequest(), timeout=30)
+        d = describe(agent_pb2.DescribeRequest(), timeout=30, metadata=self.metadata)
         assert d.capacity >= 1 and d.suite, d
 
     def evaluate(self, req: agent_pb2.EvaluateRequest, timeout: float | None) -> agent_pb2.Verdict:
         call = self.channel.unary_unary(
             EVALUATE, request_serializer=agent_pb2.EvaluateRequest.SerializeToString,
             response_deserializer=agent_pb2.Verdict.FromString)
-        return call(req, timeout=timeout)  # type: ignore[no-any-return]
+        return call(req, timeout=timeout, metadata=self.metadata)  # type: ignore[no-any-return]
+
+    def evaluate_raw(self, req: agent_pb2.EvaluateRequest, timeout: float | None,
+                     metadata: tuple[tuple[str, str], ...]) -> agent_pb2.Verdict:
+        call = self.channel.unary_unary(
+            EVALUATE, request_serializer=agent_pb2.EvaluateRequest.SerializeToString,
+            response_deserializer=agent_pb2.Verdict.FromString)
+        return call(req, timeout=timeout, metadata=metadata)  # type: ignore[no-any-return]
 
     def assert_honest_passes(self, timeout: float = 240.0) -> None:
         """The property every fuzz run ends with: alive, SERVING, bounded memory, and an honest
@@ -188,9 +197,11 @@ class FuzzAgent:
 
 @contextlib.contextmanager
 def fuzz_agent(*extra_args: str, workers: int = 1, metrics: bool = False,
-               log_dir: Path | None = None) -> Iterator[FuzzAgent]:
+               log_dir: Path | None = None,
+               metadata: tuple[tuple[str, str], ...] = ()) -> Iterator[FuzzAgent]:
     """A ``cpu`` agent process of its own (so its pid, memory and workers are this test's),
-    warmed by one honest candidate before its memory is first read."""
+    warmed by one honest candidate before its memory is first read. ``metadata`` goes with the
+    fixture's own calls (a bearer token when ``extra_args`` require one)."""
     args = tuple(extra_args) + (("--metrics-port", "0") if metrics else ())
     agent = LocalAgent(platform="cpu", workers=workers, extra_args=args,
                        log_path=(log_dir / "agent.log") if log_dir else None)
@@ -205,7 +216,7 @@ def fuzz_agent(*extra_args: str, workers: int = 1, metrics: bool = False,
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
         with grpc.insecure_channel(address, options=options) as channel:
-            fa = FuzzAgent(agent, address, channel, port)
+            fa = FuzzAgent(agent, address, channel, port, metadata=metadata)
             fa.assert_honest_passes()  # warm: public cases cached, allocator settled
             fa.rss_start_kib = fa.rss_kib()
             yield fa

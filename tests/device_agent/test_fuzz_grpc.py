@@ -7,11 +7,16 @@ ones, versions, sources of random bytes, invalid UTF-8, empty, oversize, deeply 
 Python, flags, deadlines, metadata), undecodable protobuf bytes on every method through a
 generic channel, and streams cancelled at random points, with health and Describe between them.
 
+The same requests also go to an agent behind bearer tokens (two tenants, quotas, an audit log)
+with generated credentials: missing, malformed, truncated, extended, in the wrong header, twice.
+
 Properties: every call ends as a verdict or a clean status code (never INTERNAL or UNKNOWN),
 and the one predicted from the request (a bad request is INVALID_ARGUMENT, an undecodable one
-too; a verdict names the request id, operator, version and candidate hash that were sent); the
-agent stays alive and SERVING after every example; its memory stays bounded; an honest
-candidate PASSES at the end on the same agent. The fixed CI budget is in ``fuzzing.py``.
+too, a request id reused for other content too; a verdict names the request id, operator,
+version and candidate hash that were sent); without a valid token, UNAUTHENTICATED; request ids
+are per tenant; the agent stays alive and SERVING after every example; its memory stays
+bounded; its audit log stays one JSON object a line; an honest candidate PASSES at the end on
+the same agent. The fixed CI budget is in ``fuzzing.py``.
 """
 
 from __future__ import annotations
@@ -273,24 +278,29 @@ def deadline_refusal(deadline: float | None) -> str | None:
     return None
 
 
-def content(req: agent_pb2.EvaluateRequest) -> tuple[str, int | None, bytes, bool]:
-    return (req.operator_id, req.operator_version if req.HasField("operator_version") else None,
-            req.source, req.skip_timing)
+def content(req: agent_pb2.EvaluateRequest) -> tuple[str, int, str, bool]:
+    """What a request id is bound to (a valid request): operator, version, candidate hash, and
+    the evaluation mode (an unset version means the agent's, so it binds the same)."""
+    spec = operators.get(req.operator_id)
+    return spec.id, spec.version, sha256(req.source), req.skip_timing
 
 
-def check_verdict(agent: FuzzAgent, req: agent_pb2.EvaluateRequest, v: agent_pb2.Verdict) -> None:
+def check_verdict(agent: FuzzAgent, req: agent_pb2.EvaluateRequest, v: agent_pb2.Verdict,
+                  tenant: str = "") -> None:
     """A verdict names the request id, operator, version and candidate hash that were sent:
     a request id is bound to its content, a repeat with other content is refused."""
     assert v.status in INSTANT_STATUSES, (v.status, v.message)
     spec = operators.get(req.operator_id)
     assert (v.request_id, v.operator_id, v.operator_version, v.candidate_hash) == (
         req.request_id, spec.id, spec.version, sha256(req.source)), v
-    agent.verdicts[req.request_id] = content(req)
+    agent.verdicts[tenant, req.request_id] = content(req)
 
 
 def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | None,
-                  error: grpc.RpcError | None, cancelled: bool = False) -> None:
+                  error: grpc.RpcError | None, cancelled: bool = False, tenant: str = "") -> None:
+    """Judge one call's outcome; ``tenant``: whose request ids (they are per tenant)."""
     req = call.request
+    key = (tenant, req.request_id)
     event("outcome: " + (rpc_code(error).name if error is not None
                          else agent_pb2.Status.Name(verdict.status) if verdict is not None
                          else "stream cancelled"))
@@ -305,14 +315,16 @@ def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | Non
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
             assert call.deadline is not None and call.deadline < 5, details
         if code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
-            agent.maybe_cached.add(req.request_id)  # admitted or not: the test cannot tell
+            agent.maybe_cached.add(key)  # admitted or not: the test cannot tell
+            return
+        if code is grpc.StatusCode.RESOURCE_EXHAUSTED:  # a quota or the queue: not admitted
             return
     why = refusal(req)
     if why is None:
-        known = agent.verdicts.get(req.request_id)
+        known = agent.verdicts.get(key)
         if known is not None and known != content(req):
             why = "request id reused for other content"
-        elif known is None and req.request_id not in agent.maybe_cached:
+        elif known is None and key not in agent.maybe_cached:
             why = deadline_refusal(call.deadline)
             near_margin = call.deadline is not None and abs(call.deadline - MARGIN_S) <= 0.5
             if near_margin and code is grpc.StatusCode.INVALID_ARGUMENT:
@@ -325,10 +337,10 @@ def check_outcome(agent: FuzzAgent, call: Call, verdict: agent_pb2.Verdict | Non
         return
     assert code is None, f"valid request refused: {code}: {details}"
     assert verdict is not None
-    check_verdict(agent, req, verdict)
+    check_verdict(agent, req, verdict, tenant)
 
 
-def run_call(agent: FuzzAgent, call: Call) -> None:
+def run_call(agent: FuzzAgent, call: Call, tenant: str = "") -> None:
     """Make the call, then judge what came back (outside any ``except`` block, so a failure
     carries no gRPC internals as its context and replays the same way)."""
     kw: dict[str, Any] = {"timeout": call.deadline, "metadata": call.metadata}
@@ -342,7 +354,7 @@ def run_call(agent: FuzzAgent, call: Call) -> None:
             verdict = unary(call.request, **kw)
         except grpc.RpcError as exc:
             error = exc
-        check_outcome(agent, call, verdict, error)
+        check_outcome(agent, call, verdict, error, tenant=tenant)
         return
     stream = agent.channel.unary_stream(
         EVALUATE_STREAM, request_serializer=agent_pb2.EvaluateRequest.SerializeToString,
@@ -363,12 +375,12 @@ def run_call(agent: FuzzAgent, call: Call) -> None:
     assert kinds.count("verdict") <= 1 and "verdict" not in kinds[:-1], kinds
     if "verdict" in kinds:
         verdict = events[-1].verdict
-        check_outcome(agent, call, verdict, None)
+        check_outcome(agent, call, verdict, None, tenant=tenant)
     if error is not None:
-        check_outcome(agent, call, None, error, cancelled=call.mode == "cancel")
+        check_outcome(agent, call, None, error, cancelled=call.mode == "cancel", tenant=tenant)
     elif verdict is None:  # the stream ended without a verdict: only a cancellation may
         assert call.mode == "cancel", "stream ended without a verdict or an error"
-        agent.maybe_cached.add(call.request.request_id)
+        agent.maybe_cached.add((tenant, call.request.request_id))
 
 
 # ---- the tests ---------------------------------------------------------------------------------
@@ -487,6 +499,119 @@ def test_fuzz_raw_bytes(agent: FuzzAgent, method: str, raw: bytes) -> None:
     INTERNAL), decodable ones get an answer or a clean refusal; the agent serves on."""
     _raw_outcome(method, raw, 10.0, agent)
     agent.assert_serving()
+
+
+# ---- the same surface behind bearer tokens (per tenant, with quotas and an audit log) ----------
+@dataclass(frozen=True)
+class Tokens:
+    agent: FuzzAgent
+    tokens: dict[str, str]  # tenant -> token
+    audit: Path
+
+
+@pytest.fixture(scope="module")
+def token_agent(agent_secret_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tokens]:
+    from protos.security import add_token
+
+    where = tmp_path_factory.mktemp("fuzz-auth")
+    tokens = {tenant: add_token(where / "tokens", tenant) for tenant in ("alice", "bob")}
+    audit = where / "audit.jsonl"
+    with fuzz_agent("--instant-verdicts", "--tokens", str(where / "tokens"),
+                    "--quota-concurrency", "4", "--quota-rate", "100000", "--audit-log", str(audit),
+                    log_dir=where, metadata=(("authorization", f"Bearer {tokens['alice']}"),)) as fa:
+        yield Tokens(fa, tokens, audit)
+
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+@st.composite
+def credentials(draw: st.DrawFn) -> tuple[str | None, Metadata]:
+    """(the tenant the agent must see, or None for a refusal; the authorization metadata)."""
+    tenant = draw(st.sampled_from(["alice", "bob"]))
+    good = f"<{tenant}>"  # replaced by the tenant's real token when sent
+    kind = draw(st.sampled_from(["good", "good", "lower", "spaces", "none", "scheme", "empty",
+                                 "random", "truncated", "extended", "other_header", "huge",
+                                 "twice_good_first", "twice_bad_first"]))
+    value = {"good": f"Bearer {good}", "lower": f"bearer {good}", "spaces": f"Bearer   {good}  ",
+             "scheme": f"Basic {good}", "empty": "Bearer ", "truncated": f"Bearer {good}[:-1]",
+             "extended": f"Bearer {good}x", "huge": "Bearer " + "k" * 20_000,
+             "random": draw(st.text(alphabet=string.printable.strip() + " ", max_size=60)),
+             "other_header": f"Bearer {good}"}.get(kind, "")
+    if kind == "none":
+        return None, ()
+    if kind == "other_header":
+        return None, (("x-authorization", value),)
+    if kind == "twice_good_first":
+        return tenant, (("authorization", f"Bearer {good}"), ("authorization", "Bearer nope"))
+    if kind == "twice_bad_first":
+        return None, (("authorization", "Bearer nope"), ("authorization", f"Bearer {good}"))
+    return (tenant if kind in ("good", "lower", "spaces") else None), (("authorization", value),)
+
+
+def _with_tokens(metadata: Metadata, tokens: dict[str, str]) -> Metadata:
+    """``metadata`` with each ``<tenant>`` placeholder replaced by that tenant's token."""
+    out = []
+    for key, value in metadata:
+        for tenant, token in tokens.items():
+            value = value.replace(f"<{tenant}>[:-1]", token[:-1]).replace(f"<{tenant}>", token)
+        out.append((key, value))
+    return tuple(out)
+
+
+@fuzz_settings(examples=120)
+@given(batch=st.lists(st.tuples(calls(), credentials()), min_size=1, max_size=3),
+       raw=st.none() | wire_messages())
+@seeded
+def test_fuzz_bearer_tokens(token_agent: Tokens, batch: list[tuple[Call, Any]],
+                            raw: bytes | None) -> None:
+    """Behind tokens: a call without a valid token is UNAUTHENTICATED (health stays open);
+    with one, the same outcomes as above in that tenant's own request-id space (the same id
+    from two tenants is two requests); undecodable bytes with a token are INVALID_ARGUMENT."""
+    agent = token_agent.agent
+    calls_only = unique_ids([c for c, _ in batch])
+    for call, (tenant, metadata) in zip(calls_only, (cred for _, cred in batch), strict=True):
+        md = _with_tokens(metadata, token_agent.tokens) + (call.metadata or ())
+        if tenant is None:
+            error = None
+            try:
+                agent.evaluate_raw(call.request, call.deadline, md)
+            except grpc.RpcError as exc:
+                error = exc
+            # (metadata past gRPC's own 8-16 KiB limit is refused by the transport first)
+            ok = {grpc.StatusCode.UNAUTHENTICATED} | (
+                {grpc.StatusCode.RESOURCE_EXHAUSTED} if sum(len(k) + len(v) for k, v in md) > 8000
+                else set())
+            assert error is not None and rpc_code(error) in ok, (
+                rpc_code(error) if error is not None else "a verdict")
+            event("auth: refused")
+            continue
+        event("auth: " + tenant)
+        run_call(replace(agent, metadata=md), replace(call, metadata=md), tenant=tenant)
+    if raw is not None:
+        error = None
+        try:
+            agent.channel.unary_unary(EVALUATE)(raw, timeout=10, metadata=agent.metadata)
+        except grpc.RpcError as exc:
+            error = exc
+        if not decodes(agent_pb2.EvaluateRequest, raw):
+            assert error is not None and rpc_code(error) is grpc.StatusCode.INVALID_ARGUMENT
+    agent.assert_serving()
+
+
+def test_fuzz_tokens_end_with_an_honest_pass_and_a_readable_audit_log(token_agent: Tokens) -> None:
+    import json
+
+    token_agent.agent.assert_honest_passes()
+    log = Path(token_agent.agent.agent.log_path).read_text(errors="replace")
+    assert "internal error" not in log, log[-3000:]
+    # (JSON lines end at "\n" only: a client's request id may hold U+2028 or U+0085, which
+    # str.splitlines() would also split at)
+    lines = token_agent.audit.read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) > 1
+    for line in lines[:-1]:
+        record = json.loads(line)
+        assert isinstance(record, dict) and {"tenant", "rpc", "request_id"} <= set(record), record
 
 
 def test_fuzz_ends_with_an_honest_pass(agent: FuzzAgent) -> None:
