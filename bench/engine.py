@@ -276,7 +276,8 @@ def copy(args: argparse.Namespace) -> None:
     import triton
 
     from device_agent import peaks
-    from device_agent.timing import CudaTimer, median_ci
+    from device_agent.platforms.cuda import CudaPlatform
+    from device_agent.timing import median_ci
 
     path = args.out / "copy_kernel.py"
     path.write_text(COPY_KERNEL)
@@ -285,7 +286,7 @@ def copy(args: argparse.Namespace) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     measured = peaks.measure("cuda")
-    timer = CudaTimer("cuda")
+    timer = CudaPlatform().timer("cuda")
     l2 = timer.l2_bytes()
     rows = []
     for mib in (64, 256, 1024):

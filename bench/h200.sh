@@ -7,8 +7,10 @@
 set -uo pipefail
 OUT=${OUT:-bench/results/h200}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KGB_AGENT_SECRET_FILE=/tmp/kgb-secret
+# Outside /tmp: the sandbox gives each worker a private /tmp, which would hide the wheels.
+SITE=${SITE:-/opt/kgb-site}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+export PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1 KGB_AGENT_SECRET_FILE=/tmp/kgb-secret
 for step in "$@"; do
   echo "== $step $(date -u +%H:%M:%S)"
   case $step in
@@ -45,11 +47,11 @@ for step in "$@"; do
       echo "exit $?"; grep -E "^(ok|BAD|==)|verdicts" "$OUT/corpusw.txt" | cut -c1-240 | tail -60 ;;
     copy|throughput|repeatability)
       vmstat 5 > "$OUT/vmstat-$step.txt" 2>&1 & VMSTAT=$!; SPY=
-      if [ -n "${PYSPY:-}" ] && [ -x /tmp/site/bin/py-spy ]; then
+      if [ -n "${PYSPY:-}" ] && [ -x "$SITE/bin/py-spy" ]; then
         # Once the (warm) agent serves: sample it and every worker it forked, without pausing them.
         ( log="$OUT/$step-agent.log"; for _ in $(seq 600); do grep -q SERVING "$log" 2>/dev/null && break; sleep 1; done
           sleep "${PYSPY_DELAY:-20}"; P=$(pgrep -of "device_agent serve")
-          timeout $((${PYSPY_S:-60} + 30)) /tmp/site/bin/py-spy record -p "$P" --subprocesses --nonblocking \
+          timeout $((${PYSPY_S:-60} + 30)) "$SITE"/bin/py-spy record -p "$P" --subprocesses --nonblocking \
             -f raw -r "${PYSPY_RATE:-20}" -d "${PYSPY_S:-60}" -o "$OUT/pyspy-$step.txt" > "$OUT/pyspy-$step.log" 2>&1 ) & SPY=$!
       fi
       timeout "${STEP_S:-300}" python3 bench/engine.py "$step" --out "$OUT" ${ENGINE_ARGS:-} \

@@ -1,4 +1,4 @@
-"""CPU time per LLM request of the providers' HTTP client (issue #6: coordinator CPU).
+"""CPU time per LLM request of the providers' HTTP path (issues #6 and #21: coordinator CPU).
 
 The generator actors spend most of their CPU in the HTTP request path, so this measures that
 path alone: the process CPU time (``time.process_time``: every thread of this process, user and
@@ -8,12 +8,14 @@ request, unlike wall-clock throughput, stays meaningful on a small machine that 
 shares. ::
 
     python bench/http_client.py                      # every client, 5,000 requests, 500 in flight
-    python bench/http_client.py --clients kgb,provider --requests 5000 --in-flight 500 --repeat 3
+    python bench/http_client.py --clients transport,provider --requests 5000 --in-flight 500 --repeat 3
 
 Clients (``--clients``, comma-separated):
 
-* ``kgb``: ``generators.providers.http.HTTPClient`` as the providers use it (one pool of
-  ``--in-flight`` connections), ``post(json=...)`` then ``text``;
+* ``transport``: ``generators.providers.transport.Transport`` as the providers use it (aiohttp,
+  one session with a connector of ``--in-flight`` connections): the body encoded by orjson, the
+  reply read whole. (Before issue #21 this was ``kgb``, the hand-written client that aiohttp
+  replaced; measure it on a checkout before that change.)
 * ``httpx``: httpx as the providers used it before (``trust_env``, pools of at most 32
   connections with the least busy one chosen, each post under ``asyncio.wait_for``), then
   ``text``; skipped with a note when httpx is not installed (it is no longer a dependency);
@@ -84,23 +86,28 @@ class Client:
         raise NotImplementedError
 
 
-class KgbClient(Client):
-    name = "kgb"
+class TransportClient(Client):
+    """The providers' transport (made on the running loop, as a provider makes it)."""
+
+    name = "transport"
 
     def __init__(self, url: str, in_flight: int, kb: int) -> None:
         super().__init__(url, in_flight, kb)
-        from generators.providers.http import HTTPClient
+        from generators.providers.transport import Transport
 
-        self.client = HTTPClient(max_connections=in_flight)
+        self.transport = Transport(max_connections=in_flight)
 
     async def send(self) -> None:
-        response = await self.client.post(self.url + "/chat/completions", json=self.body,
-                                          headers=_HEADERS, timeout=60.0)
-        if response.status_code != 200 or not response.text:
-            raise RuntimeError(f"HTTP {response.status_code}")
+        import orjson
+
+        async with self.transport.post(self.url + "/chat/completions", orjson.dumps(self.body),
+                                       _HEADERS, timeout=60.0) as response:
+            status, data = response.status, await response.body()
+        if status != 200 or not orjson.loads(data):
+            raise RuntimeError(f"HTTP {status}")
 
     async def close(self) -> None:
-        await self.client.aclose()
+        await self.transport.aclose()
 
 
 class HttpxClient(Client):
@@ -165,7 +172,7 @@ class ProviderClient(Client):
         await self.provider.aclose()
 
 
-CLIENTS: dict[str, type[Client]] = {"kgb": KgbClient, "httpx": HttpxClient,
+CLIENTS: dict[str, type[Client]] = {"transport": TransportClient, "httpx": HttpxClient,
                                     "provider": ProviderClient}
 
 
@@ -226,7 +233,7 @@ def _version(package: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", default="httpx,kgb,provider",
+    ap.add_argument("--clients", default="httpx,transport,provider",
                     help="comma-separated: " + ", ".join(CLIENTS))
     ap.add_argument("--requests", type=int, default=5000, help="measured requests per run")
     ap.add_argument("--in-flight", type=int, default=500, help="requests in flight at once")
@@ -273,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "python": platform.python_version(), "httpx": _version("httpx"),
+                    "aiohttp": _version("aiohttp"),
                     "git": _git_head()},
         "settings": {"requests": args.requests, "in_flight": args.in_flight,
                      "latency_s": args.latency_s, "prompt_kb": args.prompt_kb},

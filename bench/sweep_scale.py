@@ -120,7 +120,7 @@ def coordinator(spec_path: Path, *extra: str, resume_dir: Path | None = None) ->
 
 def tree_cpu(root: int) -> dict[str, float]:
     """CPU seconds (user + system) of ``root`` and all its descendants now alive, by process
-    title (Ray names its actors' processes ``ray::Generator`` and so on)."""
+    title (Ray names its actors' processes ``ray::TrajectoryRunner`` and so on)."""
     parent: dict[int, int] = {}
     times: dict[int, float] = {}
     for d in Path("/proc").iterdir():
@@ -168,7 +168,7 @@ def tree_cpu_seconds(root: int) -> float:
 
 def books(store_dir: Path, run: str) -> dict[str, int]:
     empty = {"calls": 0, "tokens": 0, "results": 0, "distinct_results": 0, "candidates": 0,
-             "infra": 0, "verdicts": 0}
+             "infra": 0, "verdicts": 0, "open_intents": 0, "resent": 0}
     if not (store_dir / "kgb.sqlite").is_file():
         return empty
     db = sqlite3.connect(store_dir / "kgb.sqlite", timeout=30)
@@ -186,6 +186,11 @@ def books(store_dir: Path, run: str) -> dict[str, int]:
             "infra": q("SELECT COUNT(*) FROM trajectory_results WHERE run_id=? "
                        "AND end_reason='INFRA_ERROR'"),
             "verdicts": db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0],
+            # intents without a stored reply (unconfirmed calls, or calls on the wire), and calls
+            # that re-sent such an intent (a resume)
+            "open_intents": q("SELECT COUNT(*) FROM llm_intents WHERE run_id=? "
+                              "AND completed IS NULL"),
+            "resent": q("SELECT COUNT(*) FROM llm_calls WHERE run_id=? AND intent > 1"),
         }
     except sqlite3.OperationalError:  # tables not created yet
         return empty
@@ -298,7 +303,10 @@ def faults(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(60)
-        time.sleep(5)  # actors that outlive their driver for a moment
+        # Ray's workers are not in the group: their lifelines end them within a second
+        time.sleep(1.0)
+        requests_1s = llm.stats()["requests"]
+        time.sleep(4.0)
         at_kill = books(store_dir, "faults")
         requests_before = llm.stats()["requests"]
         resumed = coordinator(path, resume_dir=store_dir)
@@ -309,6 +317,11 @@ def faults(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "planned": planned, "results_at_agent_kill": at_agent_kill,
             "results_at_coordinator_kill": at_kill["results"],
             "calls_stored_at_coordinator_kill": at_kill["calls"],
+            # calls on the wire when the coordinator died: shown as unconfirmed, re-sent by the
+            # resume as their intents' second attempts
+            "unconfirmed_calls_at_kill": at_kill["open_intents"],
+            "unconfirmed_calls_resent": b["resent"],
+            "requests_1_to_5_s_after_kill": requests_before - requests_1s,
             "calls_sent_by_resume": llm.stats()["requests"] - requests_before,
             "lost_evaluations": planned - b["distinct_results"],
             "duplicated_results": b["results"] - b["distinct_results"],

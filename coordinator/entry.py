@@ -1,7 +1,7 @@
 """The ``kgb`` console script: the click CLI, or a clear message on an agent-only install.
 
 ``pip install kernelgenbench`` installs what a device agent needs and nothing of the coordinator's
-(no click, rich or Ray); the script exists all the same, so it says what to do instead of
+(no click, rich, aiohttp or Ray); the script exists all the same, so it says what to do instead of
 failing with a traceback.
 """
 
@@ -17,7 +17,8 @@ kgb: {missing} is not installed: this looks like an agent-only install (`pip ins
 
 def main() -> None:
     try:
-        import click  # noqa: F401  the coordinator extra (pyproject.toml)
+        import aiohttp  # noqa: F401  the coordinator extra (pyproject.toml)
+        import click  # noqa: F401
         import rich  # noqa: F401
     except ImportError as exc:
         print(AGENT_ONLY.format(missing=exc.name or "the coordinator extra"), file=sys.stderr)

@@ -2,7 +2,9 @@
 
 Tables and which rows belong to a run:
 
-- ``runs``, ``trajectory_results``, ``llm_calls``, ``trajectories``: rows with the run's id;
+- ``runs``, ``trajectory_results``, ``llm_calls``, ``llm_intents``, ``trajectories``,
+  ``run_states``, ``trajectory_artifacts``: rows with the run's id (every table and field
+  ``kgb report`` reads, and an agent-cli trajectory's transcript, version and checked kernels);
 - ``verdicts``: every stored verdict (any device) of a candidate the run's rows name — the best
   candidate of a ``trajectory_results`` row (same operator and version) or the candidate of a
   ``trajectories`` row (same operator, as ``Store.trajectories`` joins them);
@@ -83,28 +85,43 @@ TABLES: tuple[TableSpec, ...] = (
         "source:str", "method:str", "model:str", "sample:int", "end_reason:str", "status:str",
         "best_candidate_hash:str", "speedup:float?", "sol_percent:float?", "turns:int",
         "candidates:int", "prompt_tokens:int", "completion_tokens:int", "cost_usd:float",
-        "gpu_seconds:float", "detail:str", "created:float"))),
+        "gpu_seconds:float", "detail:str", "created:float", "reused_verdicts:int",
+        "reused_gpu_seconds:float", "wall_s:float", "verify_calls:int",
+        "public_pass_hidden_fail:int", "baseline:str"))),
         "WHERE run_id = ?1", "platform, trajectory"),
     TableSpec("llm_calls", tuple(map(_c, (
         "run_id:str", "trajectory:str", "turn:int", "provider:str", "model:str", "method:str",
         "status:str", "billed:int", "prompt_tokens:int", "completion_tokens:int",
         "cached_tokens:int", "reasoning_tokens:int", "cost_usd:float", "latency_s:float",
-        "attempts:int", "call:json", "created:float"))),
+        "attempts:int", "call:json", "created:float", "idempotency_key:str", "intent:int",
+        "unconfirmed_attempts:int", "cache_write_tokens:int"))),
         "WHERE run_id = ?1", "trajectory, turn"),
+    TableSpec("llm_intents", tuple(map(_c, (
+        "run_id:str", "trajectory:str", "turn:int", "attempt:int", "idempotency_key:str",
+        "request_hash:str", "model:str", "est_prompt_tokens:int", "max_tokens:int?",
+        "prompt_price:float?", "completion_price:float?", "created:float", "completed:float?"))),
+        "WHERE run_id = ?1", "trajectory, turn, attempt"),
     TableSpec("verdicts", tuple(map(_c, (
         "operator_id:str", "operator_version:int", "candidate_hash:str", "device_model:str",
-        "harness_version:str", "status:str", "verdict:json", "created:float"))),
+        "harness_version:str", "baseline:str", "status:str", "verdict:json", "created:float"))),
         "WHERE (operator_id, operator_version, candidate_hash) IN (SELECT operator_id, "
         "operator_version, best_candidate_hash FROM trajectory_results WHERE run_id = ?1) "
         "OR (operator_id, candidate_hash) IN (SELECT operator_id, candidate_hash FROM trajectories "
         "WHERE run_id = ?1)",
-        "operator_id, operator_version, candidate_hash, device_model, harness_version"),
+        "operator_id, operator_version, candidate_hash, device_model, harness_version, baseline"),
     TableSpec("candidates", tuple(map(_c, ("candidate_hash:str", "source:str", "created:float"))),
               f"WHERE candidate_hash IN ({_RUN_CANDIDATES})", "candidate_hash"),
     TableSpec("trajectories", tuple(map(_c, (
         "run_id:str", "operator_id:str", "method:str", "model:str", "sample:int", "label:str",
         "candidate_hash:str", "created:float"))),
         "WHERE run_id = ?1", "operator_id, method, model, sample"),
+    TableSpec("run_states", tuple(map(_c, (
+        "run_id:str", "state:str", "detail:str", "updated:float", "started:float?",
+        "lease_until:float?"))),
+        "WHERE run_id = ?1", "run_id"),
+    TableSpec("trajectory_artifacts", tuple(map(_c, (
+        "run_id:str", "platform:str", "trajectory:str", "name:str", "text:str", "created:float"))),
+        "WHERE run_id = ?1", "platform, trajectory, name"),
 )
 
 

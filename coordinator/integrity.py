@@ -11,8 +11,8 @@ restart or a new registration at the same address does not lift it (a rogue agen
 do that). Spot-check disagreements (:mod:`coordinator.spot_check`) are alarms too, but
 quarantine nobody: two agents disagree and the guard cannot tell which one lies.
 
-The fleet (``kgb sweep``), ``kgb run`` and ``kgb eval`` each hold one guard. (``AgentEvaluator``
-in ``generators`` applies the same check itself; generators cannot import the coordinator.)
+Each fleet (the one of ``kgb sweep`` and ``kgb run``, and the fleet of one inside an
+``AgentEvaluator``) holds one guard, and so does ``kgb eval``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,15 @@
 
 One :class:`SweepMetrics` per sweep, owning its registry, so tests and several sweeps in one
 process never collide and nothing global needs resetting. The sweep engine calls its methods
-(``llm_call``, ``verdict``, ``trajectory_finished``, ``progress``, ``in_flight``, ``fleet``); the
-metric objects stay public attributes for callers that predate those methods.
+(``llm_call``, ``stored``, ``verdict``, ``trajectory_finished``, ``progress``, ``in_flight``,
+``fleet``); the metric objects stay public attributes for callers that predate those methods.
+
+Two views of the spend: the ``kgb_llm_*`` counters count what *this process* stored, each call
+once as it is committed (a call stored by an earlier process is never added again: Prometheus
+scraped it from that process); the ``kgb_run_llm_*`` gauges are the run's stored totals over
+every process that ran it (read from the store when the run starts, then growing with each
+commit), so a dashboard shows the true spend after any number of restarts, and the unconfirmed
+calls (possibly billed, never recorded as billed) beside it.
 
 Every label has a bounded value set, so a billion-token sweep cannot flood Prometheus with
 series: statuses, token kinds, end reasons and stages are closed enums; models, methods,
@@ -92,6 +99,19 @@ class SweepMetrics:
         self.llm_retries = Counter("kgb_llm_retries_total",
                                    "Extra attempts a provider made within calls (429, 5xx, timeouts)",
                                    ["model"], registry=r)
+        # The run's stored model calls, every process that ran it
+        self.run_tokens = Gauge("kgb_run_llm_tokens", "Billed tokens of the run's stored calls, "
+                                "every coordinator process that ran it", ["model", "method", "kind"],
+                                registry=r)
+        self.run_cost = Gauge("kgb_run_llm_cost_usd", "Billed cost of the run's stored calls in US "
+                              "dollars, every coordinator process that ran it", ["model", "method"],
+                              registry=r)
+        self.run_calls = Gauge("kgb_run_llm_calls", "The run's stored calls by how they ended",
+                               ["model", "status"], registry=r)
+        self.run_unconfirmed = Gauge(
+            "kgb_run_llm_unconfirmed_calls", "Calls of the run sent without a stored reply (a "
+            "coordinator died first, or the connection was lost mid-reply): possibly billed",
+            ["model", "method"], registry=r)
         # Candidates and their evaluation
         self.candidates = Counter("kgb_candidates_total", "Candidates with a verdict, by outcome",
                                   ["status", "source", "platform", "method"], registry=r)
@@ -148,10 +168,14 @@ class SweepMetrics:
             self.llm_retries.labels(model)
             for status in _CALL_STATUSES:
                 self.llm_requests.labels(model, status)
+                self.run_calls.labels(model, status)
             for method in methods:
                 self.llm_cost.labels(model, method)
+                self.run_cost.labels(model, method)
+                self.run_unconfirmed.labels(model, method)
                 for kind in TOKEN_KINDS:
                     self.llm_tokens.labels(model, method, kind)
+                    self.run_tokens.labels(model, method, kind)
         for method in methods:
             self.trajectories_solved.labels(method)
             for reason in _END_REASONS:
@@ -180,10 +204,34 @@ class SweepMetrics:
         if call.cost_usd > 0:
             self.llm_cost.labels(model, method).inc(call.cost_usd)
 
+    def stored(self, tokens: Mapping[tuple[str, str, str], int],
+               cost: Mapping[tuple[str, str], float], calls: Mapping[tuple[str, str], int],
+               unconfirmed: Mapping[tuple[str, str], int]) -> None:
+        """The run's stored totals (every process that ran it): tokens by (model, method,
+        kind), cost by (model, method), calls by (model, status), unconfirmed calls by (model,
+        method). Values past a label's bound are summed under ``other``."""
+        sums: dict[tuple[Gauge, tuple[str, ...]], float] = {}
+
+        def add(gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+            sums[(gauge, labels)] = sums.get((gauge, labels), 0.0) + value
+
+        for (model, method, kind), n in tokens.items():
+            add(self.run_tokens, (self._model(model), self._method(method),
+                                  _closed(kind, TOKEN_KINDS)), n)
+        for (model, method), usd in cost.items():
+            add(self.run_cost, (self._model(model), self._method(method)), usd)
+        for (model, status), n in calls.items():
+            add(self.run_calls, (self._model(model), _closed(status, _CALL_STATUSES)), n)
+        for (model, method), n in unconfirmed.items():
+            add(self.run_unconfirmed, (self._model(model), self._method(method)), n)
+        for (gauge, labels), value in sums.items():
+            gauge.labels(*labels).set(value)
+
     def verdict(self, verdict: Verdict, *, source: str, platform: str, method: str,
                 reused: bool = False) -> None:
         """A candidate's verdict. ``source`` is the suite (the operator id's namespace, e.g.
-        ``aten``); ``reused``: taken from the store, so no agent time was spent on it."""
+        ``aten``); ``reused``: taken from the store or shared with an identical evaluation in
+        flight, so no agent time was spent on it for this candidate."""
         platform = self._platform(platform)
         self.candidates.labels(verdict.status.value, self._source(source), platform,
                                self._method(method)).inc()

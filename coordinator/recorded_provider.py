@@ -22,14 +22,20 @@ on resume), never two trajectories and never two runs of the same one.
 * the store holds turn k with different messages: the run being resumed did not ask what it
   asked before (a changed template, platform, method option or evaluator verdict) —
   :class:`ResumeMismatchError`; nothing is sent, nothing paid;
-* otherwise (nothing stored, or only a ``BUDGET`` placeholder, which was never sent) the inner
-  provider is called and its call is committed to the store before it is returned: persist
-  before use. The call carries an idempotency key derived from (run, trajectory, turn)
-  (:func:`idempotency_key_of`): when a ``kill -9`` lands after a reply arrived but before it was
-  committed, the resumed run asks again under the same key, and an endpoint that honours keys
-  hands back the reply it billed instead of billing a second one. If the store write fails
-  the call is not returned (its tokens are paid but its text is never used — the failure is
-  loud, never silent).
+* otherwise (nothing stored, or only a ``BUDGET`` placeholder, which was never sent) an
+  **intent** is committed first (:class:`~coordinator.llm_calls.CallIntent`: trajectory, turn,
+  attempt, idempotency key, request hash, time), then the inner provider is called, and its
+  call is committed — completing the intent — before it is returned: persist before use. A
+  crash between the two leaves the intent without a reply: an unconfirmed call, possibly billed,
+  which reports show. The resumed turn is sent as the intent's next attempt (2 after one
+  unconfirmed intent: the link) and its call says so in ``extra["resends"]``.
+
+One key rule: every call of (run, trajectory, turn) carries the idempotency key
+:func:`idempotency_key_of` derives from them — on every HTTP attempt, and again when a resume
+re-sends the turn, so an endpoint that honours keys hands back the reply it billed instead of
+billing a second one. A caller may pass that key; any other is refused. If the store write
+fails the call is not returned (its tokens are paid but its text is never used — the failure is
+loud, never silent).
 
 A stored failure (timeout, 5xx after retries ...) is replayed like any other call: the resumed
 trajectory ends as the original did. Whether to retry failed trajectories is a sweep decision
@@ -44,9 +50,13 @@ import inspect
 from collections.abc import Awaitable
 from typing import Any, ClassVar, Protocol, TypeVar
 
+import orjson
+
+from coordinator.llm_calls import CallIntent
 from coordinator.store import Store, StoreError, TrajectoryKey
 from generators.llm import CallStatus, LLMCall, Prompt, Usage
-from generators.providers.base import Provider, WireReply, WireRequest
+from generators.providers.base import Provider, Relayed, WireReply, WireRequest
+from generators.providers.wire import estimate_prompt_tokens
 
 
 class CallLog(Protocol):
@@ -56,8 +66,14 @@ class CallLog(Protocol):
     def llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int
                  ) -> LLMCall | None | Awaitable[LLMCall | None]: ...
 
-    def add_llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int, call: LLMCall
+    def add_llm_call(self, run_id: str, trajectory: TrajectoryKey, turn: int, call: LLMCall, *,
+                     intent: int = 0, idempotency_key: str = ""
                      ) -> LLMCall | Awaitable[LLMCall]: ...
+
+    def add_intent(self, intent: CallIntent) -> None | Awaitable[None]: ...
+
+    def last_intent(self, run_id: str, trajectory: TrajectoryKey, turn: int
+                    ) -> int | Awaitable[int]: ...
 
 
 T = TypeVar("T")
@@ -74,6 +90,11 @@ def idempotency_key_of(run_id: str, trajectory: TrajectoryKey, turn: int) -> str
     return f"kgb-{digest[:40]}"
 
 
+def request_hash(request: WireRequest) -> str:
+    """sha256 of what is sent (the body, keys sorted): an intent's fingerprint of its request."""
+    return hashlib.sha256(orjson.dumps(request.body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 class ResumeMismatchError(StoreError):
     """A resumed trajectory sent a different prompt for a turn already stored."""
 
@@ -82,7 +103,8 @@ def _first_difference(stored: Prompt, now: Prompt) -> str:
     a, b = stored.messages, now.messages
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
-            what = "role" if x.role != y.role else "content"
+            what = ("role" if x.role != y.role else "content" if x.content != y.content
+                    else "tool calls or the call answered")
             return (f"message {i} differs in {what} (stored {x.role.value}: {x.content[:80]!r}..., "
                     f"now {y.role.value}: {y.content[:80]!r}...)")
     return f"stored prompt has {len(a)} messages, the new one {len(b)}"
@@ -140,9 +162,15 @@ class RecordedProvider(Provider):
     async def complete(self, prompt: Prompt, *, model: str, temperature: float | None,
                        max_tokens: int | None, deadline_s: float,
                        idempotency_key: str | None = None) -> LLMCall:
-        """``idempotency_key`` is ignored: the wrapper derives the call's key itself."""
+        """Replay turn k from the store, or write its intent, send it and store the call (see
+        the module doc). ``idempotency_key``: None, or the key the turn has anyway."""
         self.turn += 1
         turn = self.turn
+        key = idempotency_key_of(self.run_id, self.key, turn)
+        if idempotency_key is not None and idempotency_key != key:
+            raise StoreError(f"trajectory {str(self.key)!r} turn {turn}: idempotency key "
+                             f"{idempotency_key!r} is not the turn's own ({key}); a recorded call "
+                             "carries the key derived from run, trajectory and turn")
         stored = await _maybe(self.store.llm_call(self.run_id, self.key, turn))
         if stored is not None and stored.status is not CallStatus.BUDGET:
             if stored.prompt.messages != prompt.messages:
@@ -153,12 +181,51 @@ class RecordedProvider(Provider):
                     "the run already made — resume with the original settings, or start a new run")
             self.replayed += 1
             return dataclasses.replace(stored, extra={**stored.extra, "replayed": "1"})
+        request = self.inner.build_request(prompt, model=model, temperature=temperature,
+                                           max_tokens=max_tokens)
+        attempt = await self._write_intent(request, prompt, model, turn, key)
         call = await self.inner.complete(prompt, model=model, temperature=temperature,
                                          max_tokens=max_tokens, deadline_s=deadline_s,
-                                         idempotency_key=idempotency_key_of(self.run_id, self.key,
-                                                                            turn))
+                                         idempotency_key=key)
+        if attempt > 1:  # the link: this send follows attempt - 1 intents that got no reply
+            call = dataclasses.replace(call, extra={**call.extra, "resends": str(attempt - 1)})
         self.sent += 1
-        return await _maybe(self.store.add_llm_call(self.run_id, self.key, turn, call))
+        return await _maybe(self.store.add_llm_call(self.run_id, self.key, turn, call,
+                                                    intent=attempt, idempotency_key=key))
+
+    async def relay(self, request: WireRequest, prompt: Prompt, *, model: str,
+                    deadline_s: float, idempotency_key: str | None = None
+                    ) -> tuple[LLMCall, Relayed]:
+        """A request of an agent CLI, metered: it takes the next turn the store does not hold (a
+        CLI run again after a resume sends what it likes; its earlier turns stay in the books,
+        paid), writes the intent, relays the request and stores the call before returning it."""
+        self.turn += 1
+        while True:
+            stored = await _maybe(self.store.llm_call(self.run_id, self.key, self.turn))
+            if stored is None or stored.status is CallStatus.BUDGET:
+                break
+            self.turn += 1
+        turn = self.turn
+        key = idempotency_key_of(self.run_id, self.key, turn)
+        attempt = await self._write_intent(request, prompt, model, turn, key)
+        call, relayed = await self.inner.relay(request, prompt, model=model,
+                                               deadline_s=deadline_s, idempotency_key=key)
+        self.sent += 1
+        call = await _maybe(self.store.add_llm_call(self.run_id, self.key, turn, call,
+                                                    intent=attempt, idempotency_key=key))
+        return call, relayed
+
+    async def _write_intent(self, request: WireRequest, prompt: Prompt, model: str, turn: int,
+                            key: str) -> int:
+        """Commit the intent of the request about to leave; returns its attempt number."""
+        attempt = await _maybe(self.store.last_intent(self.run_id, self.key, turn)) + 1
+        price = self.prices.models.get(model)
+        await _maybe(self.store.add_intent(CallIntent(
+            self.run_id, str(self.key), turn, attempt, key, request_hash(request), model,
+            estimate_prompt_tokens(prompt), request.max_tokens,
+            price.prompt if price is not None else None,
+            price.completion if price is not None else None)))
+        return attempt
 
     async def record(self, call: LLMCall) -> None:
         """The trajectory's ``record`` callback: stores ``BUDGET`` calls (made without the

@@ -1,20 +1,26 @@
 """The result store: SQLite in WAL mode under ``runs/<run-id>/kgb.sqlite``.
 
 Candidates are content-addressed (sha256 of the source). Verdicts are keyed by what decides
-them: (operator id, operator version, candidate hash, device model, harness version) — so the
-same candidate is never evaluated twice for the same key, whatever run asks. Trajectories link
+them: (operator id, operator version, candidate hash, device model, harness version, baseline)
+— so the same candidate is never evaluated twice for the same key, whatever run asks, and a
+speed-up over PyTorch is never taken for one over vLLM's kernel or cuBLAS
+(:mod:`coordinator.store_schema`). Trajectories link
 a run's (operator, method, model, sample) to the candidate it produced. Every write is an
 idempotent upsert, so a retry never duplicates a record. Disputes are PASSED verdicts that a
 spot-check's second agent did not confirm (``coordinator/spot_check.py``): both agents and the
 second status, kept so reports can show them.
 
-LLM calls (``llm_calls``): every model call of a trajectory, keyed by (run id, trajectory key,
-turn) — the trajectory key is :class:`TrajectoryKey`'s ``operator id@version/method/model/sample``
-string and ``turn`` is 1-based. The whole :class:`~generators.llm.LLMCall` is kept as JSON (prompt
-messages and template, status, text, usage, cost, latency, attempts, finish reason, error,
-extra), with the accounting fields also in columns for the totals queries. A call is committed
-before :meth:`Store.add_llm_call` returns, and its caller (``coordinator.recorded_provider``)
-returns the call to the trajectory only after that — persist before use. Exactly-once: adding
+Verdicts of an evaluation mode that is never a score — ``public`` (an agent's ``verify``: public
+cases only, ``Verdict.public_only``) — are kept in ``mode_verdicts``, whose key is the verdicts'
+key plus the mode: :meth:`Store.add_verdict` files a verdict by its mode, and a lookup names the
+mode it wants, so a public-only verdict is never read back as a final one (nor the reverse).
+
+LLM calls and their intents (``llm_calls``, ``llm_intents``; :mod:`coordinator.llm_calls`, mixed
+into :class:`Store`): every model call of a trajectory, keyed by (run id, trajectory key, turn) —
+the trajectory key is :class:`TrajectoryKey`'s ``operator id@version/method/model/sample`` string
+and ``turn`` is 1-based — written as an intent before its request leaves and as the whole
+:class:`~generators.llm.LLMCall` (tool calls included; :mod:`coordinator.call_json`) once its
+reply is there, before it is used. Exactly-once: adding
 the same (run, trajectory, turn) again keeps the first row and returns it; the one exception is a
 ``BUDGET`` row (never sent, nothing paid), which a call that was really sent for that turn
 replaces — a resume with a larger budget may send what an earlier run held back.
@@ -22,10 +28,21 @@ replaces — a resume with a larger budget may send what an earlier run held bac
 Durability: the connection runs ``synchronous=NORMAL`` in WAL mode — a commit reaches the OS
 before it returns, so it survives the coordinator being killed (SIGKILL, OOM); only an OS crash
 or power loss can lose the last commits. That is fine for verdicts (a lost one is evaluated
-again, no money spent) but not for LLM calls, where a lost row means paying for the tokens a
-second time, so LLM-call writes switch the connection to ``synchronous=FULL`` for their
-transaction: the WAL is fsynced at that commit and the call survives power loss too. The cost
-is one fsync per model call — negligible next to the call's own latency.
+again, no money spent) but not for model calls and intents, where a lost row means tokens paid
+and not accounted, so their writes switch the connection to ``synchronous=FULL`` for their
+transaction (:meth:`Store._durable_tx`): the WAL is fsynced at that commit. The sweep's store
+writer commits what arrives together in one such transaction (one fsync per batch).
+
+An ``agent-cli`` trajectory's artifacts (CLI version, transcript, the kernels ``verify`` saw) are
+stored with its result in ``trajectory_artifacts`` (:mod:`coordinator.trajectory_artifacts`).
+
+Run states (``run_states``): where a run stands, who runs it, when that coordinator started and
+until when its lease holds (renewed every few seconds while it lives): what ``kgb sweep status``
+checks to tell a running coordinator from a dead one.
+
+Schema changes are additive: tables and indexes are created when missing and columns added to
+the tables of older files (:data:`ADDED_COLUMNS`), in one transaction at open, so a store of an
+earlier version is migrated by opening it (older rows take the columns' defaults).
 
 A :class:`Store` holds one SQLite connection and is used from one thread (the coordinator's
 event loop); several processes may share the file (WAL, a 30 s busy timeout).
@@ -33,6 +50,7 @@ event loop); several processes may share the file (WAL, a 30 s busy timeout).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -43,12 +61,24 @@ from typing import Any
 
 import orjson
 
+from coordinator.call_json import llm_call_from_json as llm_call_from_json
+from coordinator.call_json import llm_call_to_json as llm_call_to_json
+from coordinator.llm_calls import ADDED_COLUMNS as LLM_ADDED_COLUMNS
+from coordinator.llm_calls import INDEXES, INTENTS_SCHEMA, LLMCallRow, LLMCallTables, LLMTotals
 from coordinator.spot_check import Dispute
-from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
+from coordinator.store_schema import VERDICTS_TABLE, key_verdicts_on_baseline, verdict_baseline
+from coordinator.trajectory_artifacts import ARTIFACTS_SCHEMA, Artifact, read_artifacts, write_artifacts
+from coordinator.trajectory_key import StoreError, TrajectoryKey
 from protos.records import Status, Verdict
 
-SCHEMA_VERSION = 5  # 2: llm_calls; 3: trajectory_results; 4: run_states; 5: disputes (tables
-#                    are added on open, so files of earlier versions stay readable)
+__all__ = ["DB_NAME", "SCHEMA_VERSION", "LLMCallRow", "LLMTotals", "Store", "StoreError",
+           "TrajectoryKey", "TrajectoryLink", "TrajectoryResult", "TrajectoryRow",
+           "llm_call_from_json", "llm_call_to_json"]
+
+SCHEMA_VERSION = 6  # 2: llm_calls; 3: trajectory_results; 4: run_states; 5: disputes;
+#                    6: llm_intents, call and lease columns, reused verdicts, mode_verdicts,
+#                    the agent track's columns and trajectory_artifacts (added on open:
+#                    older files migrate)
 DB_NAME = "kgb.sqlite"
 
 _SCHEMA = """
@@ -62,20 +92,25 @@ CREATE TABLE IF NOT EXISTS trajectories (
     sample INTEGER NOT NULL, label TEXT NOT NULL, candidate_hash TEXT NOT NULL,
     created REAL NOT NULL,
     PRIMARY KEY (run_id, operator_id, method, model, sample));
-CREATE TABLE IF NOT EXISTS verdicts (
-    operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, candidate_hash TEXT NOT NULL,
-    device_model TEXT NOT NULL, harness_version TEXT NOT NULL, status TEXT NOT NULL,
-    verdict TEXT NOT NULL, created REAL NOT NULL,
-    PRIMARY KEY (operator_id, operator_version, candidate_hash, device_model, harness_version));
+""" + VERDICTS_TABLE + """
+CREATE TABLE IF NOT EXISTS mode_verdicts (
+    mode TEXT NOT NULL, operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL,
+    candidate_hash TEXT NOT NULL, device_model TEXT NOT NULL, harness_version TEXT NOT NULL,
+    status TEXT NOT NULL, verdict TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (mode, operator_id, operator_version, candidate_hash, device_model,
+                 harness_version));
 CREATE TABLE IF NOT EXISTS llm_calls (
     run_id TEXT NOT NULL, trajectory TEXT NOT NULL, turn INTEGER NOT NULL,
     provider TEXT NOT NULL, model TEXT NOT NULL, method TEXT NOT NULL, status TEXT NOT NULL,
     billed INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
     cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
     latency_s REAL NOT NULL, attempts INTEGER NOT NULL, call TEXT NOT NULL, created REAL NOT NULL,
+    idempotency_key TEXT NOT NULL DEFAULT '', intent INTEGER NOT NULL DEFAULT 0,
+    unconfirmed_attempts INTEGER NOT NULL DEFAULT 0, cache_write_tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, trajectory, turn));
 CREATE TABLE IF NOT EXISTS run_states (
-    run_id TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, updated REAL NOT NULL);
+    run_id TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, updated REAL NOT NULL,
+    started REAL, lease_until REAL);
 CREATE TABLE IF NOT EXISTS trajectory_results (
     run_id TEXT NOT NULL, platform TEXT NOT NULL, trajectory TEXT NOT NULL,
     operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, source TEXT NOT NULL,
@@ -84,77 +119,56 @@ CREATE TABLE IF NOT EXISTS trajectory_results (
     speedup REAL, sol_percent REAL, turns INTEGER NOT NULL, candidates INTEGER NOT NULL,
     prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
     gpu_seconds REAL NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL,
+    reused_verdicts INTEGER NOT NULL DEFAULT 0, reused_gpu_seconds REAL NOT NULL DEFAULT 0,
+    wall_s REAL NOT NULL DEFAULT 0, verify_calls INTEGER NOT NULL DEFAULT 0,
+    public_pass_hidden_fail INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, platform, trajectory));
 CREATE TABLE IF NOT EXISTS disputes (
     operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, candidate_hash TEXT NOT NULL,
     device_model TEXT NOT NULL, passed_by TEXT NOT NULL, refuted_by TEXT NOT NULL,
     second_status TEXT NOT NULL, created REAL NOT NULL,
     PRIMARY KEY (operator_id, operator_version, candidate_hash, device_model, passed_by, refuted_by));
-"""
-
-
-class StoreError(RuntimeError):
-    pass
+""" + INTENTS_SCHEMA + ARTIFACTS_SCHEMA
+# Columns added since a table was first created, in the order they were added (an older file
+# gets them by ALTER TABLE, at the end of the table, as a new file has them).
+ADDED_COLUMNS = (
+    *LLM_ADDED_COLUMNS,
+    ("run_states", "started", "REAL"),
+    ("run_states", "lease_until", "REAL"),
+    ("trajectory_results", "reused_verdicts", "INTEGER NOT NULL DEFAULT 0"),
+    ("trajectory_results", "reused_gpu_seconds", "REAL NOT NULL DEFAULT 0"),
+    ("trajectory_results", "wall_s", "REAL NOT NULL DEFAULT 0"),
+    ("trajectory_results", "verify_calls", "INTEGER NOT NULL DEFAULT 0"),
+    ("trajectory_results", "public_pass_hidden_fail", "INTEGER NOT NULL DEFAULT 0"),
+    ("trajectory_results", "baseline", "TEXT NOT NULL DEFAULT ''"),
+)
+PUBLIC = "public"  # the mode of a public-only verdict (an agent's verify)
+_RESULT_COLUMNS = ("run_id, platform, trajectory, operator_id, operator_version, source, method, "
+                   "model, sample, end_reason, status, best_candidate_hash, speedup, sol_percent, "
+                   "turns, candidates, prompt_tokens, completion_tokens, cost_usd, gpu_seconds, "
+                   "detail, created, reused_verdicts, reused_gpu_seconds, wall_s, verify_calls, "
+                   "public_pass_hidden_fail, baseline")
 
 
 @dataclass(frozen=True)
-class TrajectoryRow:
+class TrajectoryLink:
+    """A trajectory of a candidate method and the one candidate it produced (a row of
+    ``trajectories``): what ``kgb run``'s table lists, with the candidate's label."""
+
+    run_id: str
     operator_id: str
     method: str
     model: str
     sample: int
     label: str
     candidate_hash: str
-    verdict: Verdict | None
 
 
 @dataclass(frozen=True)
-class TrajectoryKey:
-    """What names one trajectory's calls: ``operator id@version/method/model/sample[@platform]``.
+class TrajectoryRow(TrajectoryLink):
+    """A link with its candidate's newest verdict (None while unevaluated)."""
 
-    ``method`` is the method's label in the sweep (e.g. ``refine`` or ``refine-t8``); it must not
-    contain ``/`` (nor may the version part), so the string form parses back unambiguously —
-    the model may (``org/model``). ``platform`` is set by sweeps (the same problem, method, model
-    and sample on two platforms are two trajectories with their own calls); "" leaves it out."""
-
-    operator_id: str
-    operator_version: int
-    method: str
-    model: str
-    sample: int
-    platform: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.method or "/" in self.method:
-            raise StoreError(f"trajectory method label must be non-empty without '/', got {self.method!r}")
-        if "@" in self.operator_id or "/" in self.operator_id:
-            raise StoreError(f"operator id must not contain '@' or '/', got {self.operator_id!r}")
-        if "/" in self.platform or "@" in self.platform:
-            raise StoreError(f"platform must not contain '@' or '/', got {self.platform!r}")
-
-    def __str__(self) -> str:
-        where = f"@{self.platform}" if self.platform else ""
-        return (f"{self.operator_id}@{self.operator_version}/{self.method}/{self.model}/"
-                f"{self.sample}{where}")
-
-    @classmethod
-    def parse(cls, text: str) -> TrajectoryKey:
-        try:
-            ref, method, rest = text.split("/", 2)
-            model, last = rest.rsplit("/", 1)
-            sample, _, platform = last.partition("@")
-            operator_id, version = ref.rsplit("@", 1)
-            return cls(operator_id, int(version), method, model, int(sample), platform)
-        except ValueError:
-            raise StoreError(f"not a trajectory key (operator@version/method/model/sample"
-                             f"[@platform]): {text!r}") from None
-
-
-@dataclass(frozen=True)
-class LLMCallRow:
-    turn: int
-    call: LLMCall
-    created: float
+    verdict: Verdict | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +178,10 @@ class TrajectoryResult:
     ``status`` is the verdict of the trajectory's best candidate (see
     :attr:`generators.trajectory.Trajectory.best`), None when no candidate was judged;
     ``best_candidate_hash`` is "" then. Tokens and cost are the billed totals of its calls;
-    ``gpu_seconds`` sums the agents' wall time over every candidate it had evaluated.
+    ``gpu_seconds`` sums the agents' wall time over the evaluations made for it (each
+    evaluation counted once, by the trajectory that asked for it first); ``reused_verdicts`` and
+    ``reused_gpu_seconds`` count the verdicts it took from the store or shared with an identical
+    evaluation in flight, and the agent time they had cost whoever asked first.
     """
 
     run_id: str
@@ -184,71 +201,30 @@ class TrajectoryResult:
     gpu_seconds: float
     detail: str = ""
     created: float = 0.0
+    reused_verdicts: int = 0
+    reused_gpu_seconds: float = 0.0
+    wall_s: float = 0.0                 # the trajectory's wall time (0: not recorded)
+    verify_calls: int = 0               # an agent's public-case checks
+    public_pass_hidden_fail: bool = False  # the final verdict passed public, failed hidden cases
+    baseline: str = ""  # what the best candidate's speed-up is over (its verdict's baseline)
 
     @property
     def solved(self) -> bool:
         return self.status is Status.PASSED
 
 
-@dataclass(frozen=True)
-class LLMTotals:
-    """Accounting of one (run, model, method): every call, and what the billed ones used."""
+class Store(LLMCallTables):
+    """One SQLite connection to a store file; see the module doc."""
 
-    run_id: str
-    model: str
-    method: str
-    calls: int
-    billed_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    reasoning_tokens: int
-    cost_usd: float
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-def llm_call_to_json(call: LLMCall) -> dict[str, Any]:
-    """The whole call as JSON (enums as bare names); :func:`llm_call_from_json` reverses it."""
-    u = call.usage
-    return {
-        "provider": call.provider, "model": call.model,
-        "prompt": {"template": call.prompt.template, "operator_id": call.prompt.operator_id,
-                   "messages": [{"role": m.role.value, "content": m.content}
-                                for m in call.prompt.messages]},
-        "status": call.status.value, "text": call.text,
-        "usage": None if u is None else {
-            "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-            "cached_tokens": u.cached_tokens, "reasoning_tokens": u.reasoning_tokens},
-        "cost_usd": call.cost_usd, "latency_s": call.latency_s, "attempts": call.attempts,
-        "finish_reason": call.finish_reason, "error": call.error, "response_id": call.response_id,
-        "temperature": call.temperature, "max_tokens": call.max_tokens, "extra": dict(call.extra),
-    }
-
-
-def llm_call_from_json(data: dict[str, Any]) -> LLMCall:
-    p = data["prompt"]
-    u = data["usage"]
-    return LLMCall(
-        provider=data["provider"], model=data["model"],
-        prompt=Prompt(messages=tuple(Message(Role(m["role"]), m["content"]) for m in p["messages"]),
-                      template=p["template"], operator_id=p["operator_id"]),
-        status=CallStatus(data["status"]), text=data["text"],
-        usage=None if u is None else Usage(u["prompt_tokens"], u["completion_tokens"],
-                                           u["cached_tokens"], u["reasoning_tokens"]),
-        cost_usd=float(data["cost_usd"]), latency_s=float(data["latency_s"]),
-        attempts=int(data["attempts"]), finish_reason=data["finish_reason"], error=data["error"],
-        response_id=data["response_id"], temperature=data["temperature"],
-        max_tokens=data["max_tokens"], extra={str(k): str(v) for k, v in data["extra"].items()},
-    )
-
-
-class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # a new store is its owner's alone (an agent-cli workspace runs as another uid)
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise StoreError(f"cannot create store {path}: {exc}") from None
         try:
             self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
         except sqlite3.Error as exc:
@@ -256,7 +232,10 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        with self._tx() as db:
+            _migrate(db)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                       (str(SCHEMA_VERSION),))
 
     @classmethod
     def open_run(cls, run_dir: Path) -> Store:
@@ -304,13 +283,18 @@ class Store:
                         time.time()))
 
     def add_verdict(self, v: Verdict) -> bool:
-        """Store a verdict; False when one with the same key already exists (kept as is)."""
+        """Store a verdict under its mode (a public-only one in ``mode_verdicts``); False when
+        one with the same key already exists (kept as is)."""
+        key = (v.operator_id, v.operator_version, v.candidate_hash, v.device_model,
+               v.harness_version)
+        rest = (v.status.value, orjson.dumps(v.to_json()).decode(), time.time())
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (v.operator_id, v.operator_version, v.candidate_hash, v.device_model,
-                 v.harness_version, v.status.value, orjson.dumps(v.to_json()).decode(),
-                 time.time()))
+            if v.public_only:
+                cur = db.execute("INSERT OR IGNORE INTO mode_verdicts VALUES "
+                                 "(?, ?, ?, ?, ?, ?, ?, ?, ?)", (PUBLIC, *key, *rest))
+            else:
+                cur = db.execute("INSERT OR IGNORE INTO verdicts VALUES "
+                                 "(?, ?, ?, ?, ?, ?, ?, ?, ?)", (*key, verdict_baseline(v), *rest))
             return cur.rowcount == 1
 
     def add_dispute(self, d: Dispute) -> bool:
@@ -329,52 +313,6 @@ class Store:
             "refuted_by, second_status FROM disputes ORDER BY created").fetchall()
         return [Dispute(r[0], int(r[1]), r[2], r[3], r[4], r[5], Status(r[6])) for r in rows]
 
-    def add_llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int,
-                     call: LLMCall) -> LLMCall:
-        """Persist one model call (durably) and return the call the store holds for that turn.
-
-        Exactly-once: when (run, trajectory, turn) is already stored, the stored call is kept
-        and returned — unless it is a ``BUDGET`` call (never sent) and ``call`` is not, in
-        which case ``call`` replaces it."""
-        return self.add_llm_calls([(run_id, trajectory, turn, call)])[0][0]
-
-    def add_llm_calls(self, items: Sequence[tuple[str, TrajectoryKey | str, int, LLMCall]]
-                      ) -> list[tuple[LLMCall, bool]]:
-        """:meth:`add_llm_call` for many calls in one durable transaction (one fsync: a group
-        commit, what the sweep's store writer does with the calls that arrive together).
-        Returns (stored call, whether this call was written) for each."""
-        rows = []
-        for run_id, trajectory, turn, call in items:
-            key = trajectory if isinstance(trajectory, TrajectoryKey) else TrajectoryKey.parse(trajectory)
-            if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
-                raise StoreError(f"turn must be an int >= 1, got {turn!r}")
-            u = call.usage if call.usage is not None else Usage()
-            rows.append((run_id, str(key), turn, call.provider, call.model, key.method,
-                         call.status.value, int(call.billed), u.prompt_tokens, u.completion_tokens,
-                         u.cached_tokens, u.reasoning_tokens, call.cost_usd, call.latency_s,
-                         call.attempts, orjson.dumps(llm_call_to_json(call)).decode(), time.time()))
-        out: list[tuple[LLMCall, bool]] = []
-        with self._durable_tx() as db:
-            for row, (_, _, _, call) in zip(rows, items, strict=True):
-                cur = db.execute(
-                    "INSERT INTO llm_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (run_id, trajectory, turn) DO UPDATE SET provider=excluded.provider, "
-                    "model=excluded.model, method=excluded.method, status=excluded.status, "
-                    "billed=excluded.billed, prompt_tokens=excluded.prompt_tokens, "
-                    "completion_tokens=excluded.completion_tokens, "
-                    "cached_tokens=excluded.cached_tokens, "
-                    "reasoning_tokens=excluded.reasoning_tokens, cost_usd=excluded.cost_usd, "
-                    "latency_s=excluded.latency_s, attempts=excluded.attempts, call=excluded.call, "
-                    "created=excluded.created "
-                    "WHERE llm_calls.status = 'BUDGET' AND excluded.status != 'BUDGET'", row)
-                if cur.rowcount == 1:  # written: the stored call is this one
-                    out.append((call, True))
-                    continue
-                stored = db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? "
-                                    "AND turn=?", (row[0], row[1], row[2])).fetchone()
-                out.append((llm_call_from_json(orjson.loads(stored[0])), False))
-        return out
-
     def add_trajectory_result(self, r: TrajectoryResult) -> bool:
         """Store a finished trajectory; False when (run, platform, trajectory) is already stored
         (the first outcome is kept: a resumed sweep never rewrites a finished trajectory) —
@@ -382,17 +320,25 @@ class Store:
         return self.add_trajectory_results([r])[0]
 
     def add_trajectory_results(self, results: Sequence[TrajectoryResult],
-                               candidates: Sequence[tuple[str, str]] = ()) -> list[bool]:
+                               candidates: Sequence[tuple[str, str]] = (),
+                               links: Sequence[TrajectoryLink] = (),
+                               artifacts: Sequence[Artifact] = ()) -> list[bool]:
         """:meth:`add_trajectory_result` for many, with their candidates' sources
-        (``(hash, source)``), in one transaction."""
+        (``(hash, source)``), candidate methods' links and the artifacts of the results written
+        (:mod:`coordinator.trajectory_artifacts`), in one transaction."""
         out: list[bool] = []
         with self._tx() as db:
             for h, source in candidates:
                 db.execute("INSERT OR IGNORE INTO candidates VALUES (?, ?, ?)", (h, source, time.time()))
+            for k in links:
+                db.execute("INSERT OR IGNORE INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (k.run_id, k.operator_id, k.method, k.model, k.sample, k.label,
+                            k.candidate_hash, time.time()))
             for r in results:
                 cur = db.execute(
-                    "INSERT INTO trajectory_results VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    f"INSERT INTO trajectory_results ({_RESULT_COLUMNS}) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?) "
                     "ON CONFLICT (run_id, platform, trajectory) DO UPDATE SET "
                     "end_reason=excluded.end_reason, status=excluded.status, "
                     "best_candidate_hash=excluded.best_candidate_hash, speedup=excluded.speedup, "
@@ -400,22 +346,57 @@ class Store:
                     "candidates=excluded.candidates, prompt_tokens=excluded.prompt_tokens, "
                     "completion_tokens=excluded.completion_tokens, cost_usd=excluded.cost_usd, "
                     "gpu_seconds=excluded.gpu_seconds, detail=excluded.detail, "
-                    "created=excluded.created "
+                    "created=excluded.created, reused_verdicts=excluded.reused_verdicts, "
+                    "reused_gpu_seconds=excluded.reused_gpu_seconds, wall_s=excluded.wall_s, "
+                    "verify_calls=excluded.verify_calls, "
+                    "public_pass_hidden_fail=excluded.public_pass_hidden_fail, "
+                    "baseline=excluded.baseline "
                     "WHERE trajectory_results.end_reason = 'INFRA_ERROR'",
                     (r.run_id, r.platform, str(r.key), r.key.operator_id, r.key.operator_version,
                      r.source, r.key.method, r.key.model, r.key.sample, r.end_reason,
                      "" if r.status is None else r.status.value, r.best_candidate_hash, r.speedup,
                      r.sol_percent, r.turns, r.candidates, r.prompt_tokens, r.completion_tokens,
-                     r.cost_usd, r.gpu_seconds, r.detail, r.created or time.time()))
+                     r.cost_usd, r.gpu_seconds, r.detail, r.created or time.time(),
+                     r.reused_verdicts, r.reused_gpu_seconds, r.wall_s, r.verify_calls,
+                     int(r.public_pass_hidden_fail), r.baseline))
                 out.append(cur.rowcount == 1)
+            write_artifacts(db, artifacts, {(r.run_id, r.platform, str(r.key))
+                                            for r, w in zip(results, out, strict=True) if w})
         return out
 
-    def set_run_state(self, run_id: str, state: str, detail: str = "") -> None:
+    def set_run_state(self, run_id: str, state: str, detail: str = "", *,
+                      lease_s: float | None = None) -> None:
         """Record where a run stands (``running``, ``cancelling``, ``cancelled``, ``interrupted``,
-        ``failed``, ``complete``): what ``kgb sweep status`` shows and ``cancel`` asks for."""
+        ``failed``, ``complete``): what ``kgb sweep status`` shows and ``cancel`` asks for.
+        ``running`` starts a coordinator's tenure (``started``), with a lease of ``lease_s``
+        seconds (renewed by :meth:`renew_lease`); ``cancelling`` keeps both; any other state
+        ends the lease."""
+        now = time.time()
+        lease = now + lease_s if lease_s is not None else None
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO run_states VALUES (?, ?, ?, ?)",
-                       (run_id, state, detail, time.time()))
+            db.execute(
+                "INSERT INTO run_states VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE "
+                "SET state=excluded.state, detail=excluded.detail, updated=excluded.updated, "
+                "started=CASE excluded.state WHEN 'running' THEN excluded.started "
+                "WHEN 'cancelling' THEN run_states.started ELSE NULL END, "
+                "lease_until=CASE excluded.state WHEN 'running' THEN excluded.lease_until "
+                "WHEN 'cancelling' THEN run_states.lease_until ELSE NULL END",
+                (run_id, state, detail, now, now if state == "running" else None, lease))
+
+    def renew_lease(self, run_id: str, lease_s: float) -> tuple[str, str, float] | None:
+        """Extend a running (or cancelling) run's lease to ``lease_s`` seconds from now; returns
+        the run's state (the coordinator's poll for a cancel, in the same statement's round)."""
+        with self._tx() as db:
+            db.execute("UPDATE run_states SET lease_until = ? WHERE run_id = ? "
+                       "AND state IN ('running', 'cancelling')", (time.time() + lease_s, run_id))
+        return self.run_state(run_id)
+
+    def run_lease(self, run_id: str) -> tuple[float | None, float | None]:
+        """(when the running coordinator started, until when its lease holds); Nones when the
+        run is not running or was recorded by a version without leases."""
+        row = self.db.execute("SELECT started, lease_until FROM run_states WHERE run_id=?",
+                              (run_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
 
     # ---- reads -------------------------------------------------------------------------------
     def trajectory_results(self, run_id: str) -> list[TrajectoryResult]:
@@ -423,12 +404,19 @@ class Store:
         rows = self.db.execute(
             "SELECT run_id, platform, trajectory, source, end_reason, status, best_candidate_hash, "
             "speedup, sol_percent, turns, candidates, prompt_tokens, completion_tokens, cost_usd, "
-            "gpu_seconds, detail, created FROM trajectory_results WHERE run_id=? "
-            "ORDER BY platform, trajectory", (run_id,)).fetchall()
+            "gpu_seconds, detail, created, reused_verdicts, reused_gpu_seconds, wall_s, "
+            "verify_calls, public_pass_hidden_fail, baseline FROM trajectory_results WHERE run_id=? "
+            "ORDER BY platform, trajectory",
+            (run_id,)).fetchall()
         return [TrajectoryResult(r[0], r[1], TrajectoryKey.parse(r[2]), r[3], r[4],
                                  Status(r[5]) if r[5] else None, r[6], r[7], r[8], int(r[9]),
                                  int(r[10]), int(r[11]), int(r[12]), float(r[13]), float(r[14]),
-                                 r[15], float(r[16])) for r in rows]
+                                 r[15], float(r[16]), int(r[17]), float(r[18]), float(r[19]),
+                                 int(r[20]), bool(r[21]), r[22]) for r in rows]
+
+    def trajectory_artifacts(self, run_id: str,
+                             trajectory: TrajectoryKey | str | None = None) -> list[Artifact]:
+        return read_artifacts(self.db, run_id, trajectory)
 
     def finished_trajectories(self, run_id: str, *, retry_infra: bool = False) -> set[tuple[str, str]]:
         """(platform, trajectory key string) of every finished trajectory of a run; with
@@ -448,75 +436,41 @@ class Store:
         row = self.db.execute("SELECT config FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return orjson.loads(row[0]) if row else None
 
-    def run_spend(self, run_id: str) -> tuple[int, float]:
-        """(billed tokens, cost in USD) of a run's stored calls: what a resumed sweep's budget
-        starts from."""
-        row = self.db.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0), "
-                              "COALESCE(SUM(cost_usd), 0) FROM llm_calls WHERE run_id=? AND billed=1",
-                              (run_id,)).fetchone()
-        return int(row[0]), float(row[1])
-
-    def stored_turns(self, run_id: str, *, unfinished_only: bool = False
-                     ) -> dict[str, list[tuple[int, LLMCall]]]:
-        """Every stored call of a run by trajectory key string, in turn order (a resume hands
-        each unfinished trajectory its own). ``unfinished_only``: of the trajectories without a
-        result, or whose result is ``INFRA_ERROR`` (what a resume runs again)."""
-        extra = ("" if not unfinished_only else
-                 " AND NOT EXISTS (SELECT 1 FROM trajectory_results r WHERE r.run_id = c.run_id "
-                 "AND r.trajectory = c.trajectory AND r.end_reason != 'INFRA_ERROR')")
-        out: dict[str, list[tuple[int, LLMCall]]] = {}
-        for traj, turn, call in self.db.execute(
-                "SELECT trajectory, turn, call FROM llm_calls c WHERE run_id=?" + extra
-                + " ORDER BY trajectory, turn", (run_id,)):
-            out.setdefault(traj, []).append((int(turn), llm_call_from_json(orjson.loads(call))))
-        return out
-
     def verdict_for_any(self, operator_id: str, operator_version: int, candidate_hash: str,
-                        keys: list[tuple[str, str]]) -> Verdict | None:
+                        keys: list[tuple[str, str, str]], *,
+                        public_only: bool = False) -> Verdict | None:
         """A stored verdict for the candidate under any of ``keys`` ((device model, harness
-        version) pairs: the agents that could judge it now), else None."""
-        for device_model, harness_version in keys:
+        version, baseline) of the agents that could judge it now), else None; ``public_only``:
+        a verdict of the public mode (an agent's verify), never a final one."""
+        for device_model, harness_version, baseline in keys:
             v = self.verdict(operator_id, operator_version, candidate_hash, device_model,
-                             harness_version)
+                             harness_version, baseline, public_only=public_only)
             if v is not None:
                 return v
         return None
 
-    def llm_call(self, run_id: str, trajectory: TrajectoryKey | str, turn: int) -> LLMCall | None:
-        row = self.db.execute("SELECT call FROM llm_calls WHERE run_id=? AND trajectory=? AND turn=?",
-                              (run_id, str(trajectory), turn)).fetchone()
-        return llm_call_from_json(orjson.loads(row[0])) if row else None
-
-    def llm_calls(self, run_id: str, trajectory: TrajectoryKey | str) -> list[LLMCallRow]:
-        """A trajectory's stored calls in turn order."""
-        rows = self.db.execute("SELECT turn, call, created FROM llm_calls WHERE run_id=? AND "
-                               "trajectory=? ORDER BY turn", (run_id, str(trajectory))).fetchall()
-        return [LLMCallRow(r[0], llm_call_from_json(orjson.loads(r[1])), r[2]) for r in rows]
-
-    def llm_call_count(self, run_id: str | None = None) -> int:
-        if run_id is None:
-            return int(self.db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0])
-        return int(self.db.execute("SELECT COUNT(*) FROM llm_calls WHERE run_id=?",
-                                   (run_id,)).fetchone()[0])
-
-    def llm_totals(self, run_id: str | None = None) -> list[LLMTotals]:
-        """Calls, tokens and cost per (run, model, method), sorted; one run's, or every run's.
-        Token and cost sums count billed calls only (the others carry none)."""
-        where, args = ("WHERE run_id=?", (run_id,)) if run_id is not None else ("", ())
-        rows = self.db.execute(
-            "SELECT run_id, model, method, COUNT(*), SUM(billed), SUM(prompt_tokens), "
-            "SUM(completion_tokens), SUM(cached_tokens), SUM(reasoning_tokens), SUM(cost_usd) "
-            f"FROM llm_calls {where} GROUP BY run_id, model, method "
-            "ORDER BY run_id, model, method", args).fetchall()
-        return [LLMTotals(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]), int(r[7]),
-                          int(r[8]), float(r[9])) for r in rows]
-
     def verdict(self, operator_id: str, operator_version: int, candidate_hash: str,
-                device_model: str, harness_version: str) -> Verdict | None:
+                device_model: str, harness_version: str, baseline: str = "", *,
+                public_only: bool = False) -> Verdict | None:
+        """The verdict an agent timing against ``baseline`` would give: one timed against it,
+        else one that timed nothing (baseline ""); a public-only one from ``mode_verdicts``."""
+        key = (operator_id, operator_version, candidate_hash, device_model, harness_version)
+        where = ("operator_id=? AND operator_version=? AND candidate_hash=? AND device_model=? "
+                 "AND harness_version=?")
+        if public_only:
+            row = self.db.execute(f"SELECT verdict FROM mode_verdicts WHERE mode=? AND {where}",
+                                  (PUBLIC, *key)).fetchone()
+        else:
+            row = self.db.execute(f"SELECT verdict FROM verdicts WHERE {where} AND baseline IN "
+                                  "(?, '') ORDER BY baseline = '' LIMIT 1",
+                                  (*key, baseline)).fetchone()
+        return Verdict.from_json(orjson.loads(row[0])) if row else None
+
+    def newest_verdict(self, operator_id: str, candidate_hash: str) -> Verdict | None:
+        """The newest verdict on a candidate for a problem, on any device or harness."""
         row = self.db.execute(
-            "SELECT verdict FROM verdicts WHERE operator_id=? AND operator_version=? AND "
-            "candidate_hash=? AND device_model=? AND harness_version=?",
-            (operator_id, operator_version, candidate_hash, device_model, harness_version)).fetchone()
+            "SELECT verdict FROM verdicts WHERE operator_id=? AND candidate_hash=? "
+            "ORDER BY created DESC LIMIT 1", (operator_id, candidate_hash)).fetchone()
         return Verdict.from_json(orjson.loads(row[0])) if row else None
 
     def source(self, candidate_hash: str) -> str | None:
@@ -535,6 +489,18 @@ class Store:
             " AND v.candidate_hash = t.candidate_hash ORDER BY v.created DESC LIMIT 1) "
             "FROM trajectories t WHERE t.run_id = ? "
             "ORDER BY t.operator_id, t.method, t.model, t.sample", (run_id,)).fetchall()
-        return [TrajectoryRow(r[0], r[1], r[2], r[3], r[4], r[5],
+        return [TrajectoryRow(run_id, r[0], r[1], r[2], r[3], r[4], r[5],
                               Verdict.from_json(orjson.loads(r[6])) if r[6] else None)
                 for r in rows]
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Add the columns an older file lacks (inside the open's transaction, so two processes
+    opening one old file do not both add them), then the indexes over them."""
+    key_verdicts_on_baseline(db)
+    for table, column, decl in ADDED_COLUMNS:
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    for statement in filter(None, (x.strip() for x in INDEXES.split(";"))):
+        db.execute(statement)

@@ -1,7 +1,8 @@
 """Sweep specs: one TOML file that says what a sweep runs, parsed and validated up front.
 
 A spec names the problems (suites and explicit ids), the platforms, the model endpoints and
-models, the generation methods with their options, the agents, the budgets and the concurrency.
+models (``[[models]]``, with the ``provider/model`` short form: :mod:`coordinator.spec_models`),
+the generation methods with their options, the agents, the budgets and the concurrency.
 Every key is documented in ``docs/sweep-spec.md``. :func:`load_spec` reads a file and
 :func:`parse_spec` reads text; both return a frozen :class:`SweepSpec` or raise
 :class:`SweepSpecError`, whose message names the file and the exact key path::
@@ -41,9 +42,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import operators
+from coordinator.spec_models import ModelSpec, check_methods, parse_models
 from generators import Method, MethodError, TrajectoryMethod, create, create_trajectory, method_kind
 from generators.providers.base import EndpointConfig, ProviderConfigError
-from generators.providers.pricing import ModelPrice, PriceError, PriceTable
+from generators.providers.pricing import PriceTable
 from generators.registry import MethodKind
 from operators.spec import PLATFORMS, Source
 from protos.security import AuthConfigError, ClientAuthFiles
@@ -63,7 +65,7 @@ _TOP_KEYS = ("sweep", "suites", "operators", "samples", "platforms", "endpoints"
 _TOP_LEVEL_SCALARS = ("suites", "operators", "samples", "platforms")
 # An [[agents]] entry's own credentials: ClientAuthFiles' fields (docs/auth.md).
 AGENT_AUTH_KEYS = ("ca", "cert", "key", "token_file")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Prefixes of real API keys (OpenAI, Anthropic, Groq, xAI, Hugging Face, GitHub, Google, Stripe-like).
 _KEY_PREFIXES = ("sk-", "sk_", "pk-", "gsk_", "xai-", "hf_", "ghp_", "github_pat_", "AIza", "key-",
@@ -82,18 +84,6 @@ class SweepSpecError(ValueError):
 
 
 # -- the records -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One ``[[models]]`` entry: a model id served by an endpoint, with sampling settings."""
-
-    name: str                       # the spec's label for it, unique; what reports show
-    endpoint: str                   # an ``[[endpoints]]`` name
-    model: str                      # the id sent to the endpoint (e.g. "gpt-5", the vLLM served name)
-    temperature: float | None = None  # None: the endpoint's default (a method's option overrides)
-    max_tokens: int | None = None   # per call; None: the endpoint's default
-    price: ModelPrice | None = None  # USD per 1M tokens; None: cost is reported as unknown
 
 
 @dataclass(frozen=True)
@@ -138,7 +128,7 @@ class Budgets:
     sweep_max_cost_usd: float | None = None
 
 
-MAX_GENERATORS_PER_ENDPOINT = 64
+MAX_RUNNERS_PER_ENDPOINT = 64
 
 
 @dataclass(frozen=True)
@@ -147,7 +137,7 @@ class Concurrency:
 
     generation_per_endpoint: int = 64  # trajectories in flight per endpoint
     evaluations_in_flight: int = 0     # candidates being evaluated; 0: twice the fleet's capacity
-    generators_per_endpoint: int = 0   # generator actors per endpoint; 0: chosen by the engine
+    runners_per_endpoint: int = 0      # trajectory runner actors per endpoint; 0: the engine's choice
 
 
 @dataclass(frozen=True)
@@ -349,7 +339,7 @@ class _Parser:
 
     def name(self, value: Any, path: str) -> str:
         s = self.string(value, path)
-        if not _NAME_RE.match(s):
+        if not NAME_RE.match(s):
             raise self.fail(path, f"{s!r} is not a valid name (letters, digits, '.', '_', '-'; "
                                   "starting with a letter or digit)")
         return s
@@ -376,6 +366,11 @@ class _Parser:
         if minimum is not None and f < minimum:
             raise self.fail(path, f"must be >= {minimum:g}, got {value}")
         return f
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {_type_name(value)}")
+        return value
 
     def strings(self, value: Any, path: str) -> list[str]:
         if not isinstance(value, list):
@@ -413,9 +408,10 @@ class _Parser:
         platforms = self.platforms(data.get("platforms", ["cuda"]))
         suites, ops = self.operators(data, platforms)
         samples = self.integer(data.get("samples", 1), "samples", minimum=1)
-        endpoints = self.endpoints(data.get("endpoints", []))
-        models = self.models(data.get("models", []), endpoints)
+        models, endpoints = parse_models(self, data.get("models", []),
+                                         self.endpoints(data.get("endpoints", [])))
         methods = self.methods(data.get("methods", []), samples)
+        check_methods(self, models, methods)
         agents = self.agents(data.get("agents", []), platforms)
         budgets = self.budgets(data.get("budgets", {}))
         concurrency = self.concurrency(data.get("concurrency", {}))
@@ -502,7 +498,7 @@ class _Parser:
     def endpoints(self, value: Any) -> list[EndpointConfig]:
         fields = ("name", "kind", "base_url", "api_key_env", "timeout_s", "max_retries",
                   "backoff_base_s", "backoff_cap_s", "max_concurrency", "requests_per_minute",
-                  "tokens_per_minute", "burst_s", "max_tokens_param", "idempotency_header")
+                  "tokens_per_minute", "burst_s", "max_tokens_param", "idempotency_header", "stream")
         out: list[EndpointConfig] = []
         for i, t in enumerate(self.array_of_tables(value, "endpoints")):
             path = f"endpoints[{i}]"
@@ -537,6 +533,8 @@ class _Parser:
             if "idempotency_header" in t:
                 kw["idempotency_header"] = self.string(t["idempotency_header"],
                                                        f"{path}.idempotency_header", empty=True)
+            if "stream" in t:
+                kw["stream"] = self.boolean(t["stream"], f"{path}.stream")
             try:
                 out.append(EndpointConfig(**kw))
             except ProviderConfigError as exc:
@@ -575,52 +573,6 @@ class _Parser:
             raise self.fail(path, "must be the name of an environment variable (letters, digits "
                             "and '_', not starting with a digit), or \"\" for no key")
         return value
-
-    def models(self, value: Any, endpoints: list[EndpointConfig]) -> list[ModelSpec]:
-        names = [e.name for e in endpoints]
-        out: list[ModelSpec] = []
-        priced: dict[tuple[str, str], tuple[ModelPrice, str]] = {}
-        for i, t in enumerate(self.array_of_tables(value, "models")):
-            path = f"models[{i}]"
-            self.keys(t, path, ("name", "endpoint", "model", "temperature", "max_tokens", "prices"),
-                      required=("name", "endpoint", "model"))
-            name = self.name(t["name"], f"{path}.name")
-            endpoint = self.string(t["endpoint"], f"{path}.endpoint")
-            if endpoint not in names:
-                close = difflib.get_close_matches(endpoint, names, n=1)
-                hint = f"did you mean \"{close[0]}\"? " if close else ""
-                raise self.fail(f"{path}.endpoint", f"no endpoint named \"{endpoint}\"; {hint}"
-                                f"known: {_plural(names)}")
-            model = self.string(t["model"], f"{path}.model")
-            temperature = (self.number(t["temperature"], f"{path}.temperature", minimum=0)
-                           if "temperature" in t else None)
-            max_tokens = (self.integer(t["max_tokens"], f"{path}.max_tokens", minimum=1)
-                          if "max_tokens" in t else None)
-            price = None
-            if "prices" in t:
-                price = self.prices(t["prices"], f"{path}.prices", model)
-                earlier = priced.get((endpoint, model))
-                if earlier is not None and earlier[0] != price:
-                    raise self.fail(f"{path}.prices", f"model {model!r} on endpoint {endpoint!r} is "
-                                    f"priced differently in {earlier[1]}.prices; one model id has "
-                                    "one price per endpoint")
-                priced[(endpoint, model)] = (price, path)
-            else:
-                self.warn(path, f"no prices for {name!r}: its cost is reported as unknown (give "
-                          "prices = {prompt = 0, completion = 0} for a free local server)")
-            out.append(ModelSpec(name, endpoint, model, temperature, max_tokens, price))
-        self.unique([m.name for m in out], "models", "name")
-        return out
-
-    def prices(self, value: Any, path: str, model: str) -> ModelPrice:
-        t = self.table(value, path)
-        self.keys(t, path, ("prompt", "completion", "cached_prompt"), required=("prompt", "completion"))
-        for key, v in t.items():
-            self.number(v, f"{path}.{key}", minimum=0)
-        try:
-            return PriceTable.from_dict({model: t}).models[model]
-        except PriceError as exc:  # pragma: no cover - the checks above catch what it checks
-            raise self.fail(path, str(exc)) from None
 
     def methods(self, value: Any, samples: int) -> list[MethodEntry]:
         tables = self.array_of_tables(value, "methods")
@@ -737,7 +689,7 @@ class _Parser:
     def concurrency(self, value: Any) -> Concurrency:
         t = self.table(value, "concurrency")
         self.keys(t, "concurrency", ("generation_per_endpoint", "evaluations_in_flight",
-                                     "generators_per_endpoint"))
+                                     "runners_per_endpoint", "generators_per_endpoint"))
         kw: dict[str, int] = {}
         if "generation_per_endpoint" in t:
             kw["generation_per_endpoint"] = self.integer(t["generation_per_endpoint"],
@@ -745,10 +697,14 @@ class _Parser:
         if "evaluations_in_flight" in t:
             kw["evaluations_in_flight"] = self.integer(t["evaluations_in_flight"],
                                                        "concurrency.evaluations_in_flight", minimum=0)
-        if "generators_per_endpoint" in t:
-            kw["generators_per_endpoint"] = self.integer(
-                t["generators_per_endpoint"], "concurrency.generators_per_endpoint", minimum=0,
-                maximum=MAX_GENERATORS_PER_ENDPOINT)
+        # generators_per_endpoint: the key's name before the runner actors were renamed
+        given = [k for k in ("runners_per_endpoint", "generators_per_endpoint") if k in t]
+        if len(given) > 1:
+            raise self.fail("concurrency.generators_per_endpoint", "is the old name of "
+                            "runners_per_endpoint; give only runners_per_endpoint")
+        for key in given:
+            kw["runners_per_endpoint"] = self.integer(
+                t[key], f"concurrency.{key}", minimum=0, maximum=MAX_RUNNERS_PER_ENDPOINT)
         return Concurrency(**kw)
 
     def fleet(self, value: Any) -> FleetSettings:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from device_agent.layers import LAYERS
+from device_agent.platforms import platform_names
 
 if TYPE_CHECKING:
     from device_agent.tenancy import AccessSettings
@@ -32,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="address to listen on (default 127.0.0.1); any other address needs "
                         "--tls-cert/--tls-key and --tokens, or --insecure")
     s.add_argument("--port", type=int, default=50151, help="port (0 picks a free one)")
-    s.add_argument("--platform", default="auto", choices=["auto", "cuda", "cpu"])
+    s.add_argument("--platform", default="auto", choices=["auto", *platform_names()])
     s.add_argument("--workers", type=int, default=None,
                    help="candidates evaluated at once per device, each in its own pre-started "
                         "worker (default 2 on cpu, 4 per GPU)")
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         print(f"kgb agent: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
         return 2
-    from protos.registry import check_address
+    from protos.registration import check_address
 
     for flag, value in (("--register", args.register), ("--advertise", args.advertise)):
         try:

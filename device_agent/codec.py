@@ -19,7 +19,7 @@ import orjson
 import torch
 
 from operators.invoke import extent, span
-from operators.spec import dtype_from_name, dtype_name
+from operators.spec import PointerArray, dtype_from_name, dtype_name
 
 MAX_FRAME = 1 << 31  # 2 GiB: generous for full-tier GPU outputs, bounded for the agent.
 _LEN = struct.Struct("<I")
@@ -72,12 +72,16 @@ def encode(message: dict[str, Any]) -> bytes:
                          "stride": list(v.stride()), "nbytes": len(raw)})
             blobs.append(raw)
             return {"__tensor__": len(blobs) - 1}
+        if isinstance(v, PointerArray):  # the receiver rebuilds the addresses for its copy
+            return {"__pointers__": [enc(v.buffer), list(v.offsets)]}
         if isinstance(v, torch.dtype):
             return {"__dtype__": dtype_name(v)}
         if isinstance(v, torch.device):  # where an allocation goes: the worker re-targets it
             return {"__device__": v.type}
         if isinstance(v, float) and not math.isfinite(v):  # JSON has no NaN or inf
             return {"__float__": repr(v)}
+        if isinstance(v, complex):  # the alpha/beta of complex cuBLAS routines
+            return {"__complex__": [enc(v.real), enc(v.imag)]}
         if isinstance(v, tuple):
             return {"__tuple__": [enc(x) for x in v]}
         if isinstance(v, list):
@@ -162,6 +166,10 @@ def _decode(frame: bytes) -> dict[str, Any]:
                 return float(v["__float__"])
             if set(v) == {"__tuple__"}:
                 return tuple(dec(x) for x in v["__tuple__"])
+            if set(v) == {"__complex__"}:
+                return _complex(dec(v["__complex__"]))
+            if set(v) == {"__pointers__"}:
+                return _pointer_array(dec(v["__pointers__"]))
             if set(v) == {"__dict__"}:
                 return {k: dec(x) for k, x in v["__dict__"]}
             raise CodecError(f"unknown object with keys {sorted(v)[:4]}")
@@ -171,6 +179,25 @@ def _decode(frame: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise CodecError("message body is not an object")
     return body
+
+
+def _complex(parts: Any) -> complex:
+    """A complex number from its decoded ``[real, imag]`` (each a float, non-finite included)."""
+    if not (isinstance(parts, list) and len(parts) == 2
+            and all(type(p) is float for p in parts)):
+        raise CodecError("bad complex number")
+    return complex(parts[0], parts[1])
+
+
+def _pointer_array(parts: Any) -> PointerArray:
+    """A pointer array from its decoded ``[buffer, offsets]``, new addresses and all."""
+    if not (isinstance(parts, list) and len(parts) == 2 and isinstance(parts[0], torch.Tensor)
+            and isinstance(parts[1], list) and all(type(o) is int for o in parts[1])):
+        raise CodecError("bad pointer array")
+    try:
+        return PointerArray(parts[0], tuple(parts[1]))
+    except ValueError as exc:
+        raise CodecError(f"bad pointer array: {exc}") from None
 
 
 def _dtype(name: Any) -> torch.dtype:

@@ -11,8 +11,10 @@ computing the answer with torch: ``CHEAT_DETECTED``, layer ``runtime``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from device_agent import triton_hooks
@@ -27,6 +29,7 @@ _COMMON = frozenset({
     "lift_fresh_copy", "split", "unbind", "clone", "copy_", "_to_copy", "_reshape_alias",
     "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg", "_conj", "_neg_view",
     "set_", "is_same_size", "_has_compatible_shallow_copy_type",
+    "resize_", "resize_as_",  # PyTorch's out= convention: size the out tensor, values untouched
     "promote_types", "can_cast", "result_type",  # dtype arithmetic, no tensor data
 })
 _BY_KIND: dict[Kind, frozenset[str]] = {
@@ -43,16 +46,33 @@ def allowed_ops(kind: Kind) -> frozenset[str]:
 
 class DispatchGuard(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records ATen operators outside the kind's allow-list (it never raises: the call goes on,
-    and the agent turns the record into a finding)."""
+    and the agent turns the record into a finding).
 
-    def __init__(self, kind: Kind) -> None:
+    Reading a scalar back (``.item()``: ``_local_scalar_dense``) is judged by provenance outside
+    ``scalar`` problems: allowed on a tensor whose storage one of the candidate's own launches
+    (kernels defined in ``own_module``) received during the call and that is none of the call's
+    ``inputs``; refused on inputs and on what torch computed (their storage no kernel of the
+    candidate's was handed)."""
+
+    def __init__(self, kind: Kind, own_module: str | None = None,
+                 inputs: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.allowed = allowed_ops(kind)
+        self.own_module = own_module
+        self.inputs = {t.untyped_storage().data_ptr() for t in inputs}
         self.violations: set[str] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if triton_hooks.depth() == 0:
             name = func.overloadpacket.__name__
-            if name not in self.allowed:
+            if name not in self.allowed and not (name == "_local_scalar_dense"
+                                                 and self._own_result(args[0])):
                 self.violations.add(str(func))
         return func(*args, **(kwargs or {}))
+
+    def _own_result(self, t: Any) -> bool:
+        if self.own_module is None or not isinstance(t, torch.Tensor):
+            return False
+        storage = t.untyped_storage()
+        return (storage.data_ptr() not in self.inputs
+                and triton_hooks.received(self.own_module, storage))

@@ -147,9 +147,9 @@ def warm(fn: Callable[..., Any], call: Call, device: str | torch.device) -> tupl
     for what the candidate does (its own exit calls included)."""
     t0 = time.perf_counter()
     try:
-        dev_call = dry_call(call, device)
+        args, kwargs = dry_call(call, device).passed()
         with dry(device):
-            fn(*dev_call.args, **dev_call.kwargs)
+            fn(*args, **kwargs)
         why = ""
     except BaseException as exc:  # noqa: BLE001 - the real call decides; this only warms
         why = f"{type(exc).__name__}: {exc}"[:300]
@@ -163,8 +163,8 @@ def warm_made(fn: Callable[..., Any], make: Callable[[], Call],
     t0 = time.perf_counter()
     try:
         with dry(device), torch.device(device):
-            call = make()
-            fn(*call.args, **call.kwargs)
+            args, kwargs = make().passed()
+            fn(*args, **kwargs)
         why = ""
     except BaseException as exc:  # noqa: BLE001
         why = f"{type(exc).__name__}: {exc}"[:300]

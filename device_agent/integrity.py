@@ -33,10 +33,12 @@ PRIMITIVES: tuple[tuple[str, str], ...] = (
     ("device_agent.codec", "encode"), ("device_agent.codec", "to_host"),
     ("device_agent.timing", "measure"), ("device_agent.timing", "upload_sets"),
     ("device_agent.timing", "build_sets"), ("device_agent.timing", "median_ci"),
-    ("device_agent.timing", "CudaTimer.time_us"), ("device_agent.timing", "CudaTimer.sync"),
+    ("device_agent.timing", "EventTimer.time_us"), ("device_agent.timing", "EventTimer.sync"),
+    ("device_agent.timing", "EventTimer.clear_l2"), ("device_agent.timing", "WallTimer.clear_l2"),
     ("device_agent.timing", "WallTimer.time_us"), ("device_agent.timing", "recheck"),
     ("operators.checking", "check"), ("operators.checking", "compare"),
-    ("device_agent.worker", "Channel.send"),
+    ("device_agent.protocol", "AgentChannel.send"), ("device_agent.protocol", "encode_message"),
+    ("device_agent.wire_records", "plain"),
     ("device_agent.dry_run", "warm"), ("device_agent.dry_run", "warm_made"),
     ("device_agent.dry_run", "dry"), ("device_agent.dry_run", "NoDeviceWork.__torch_dispatch__"),
     ("device_agent.profiling", "profiled"), ("device_agent.profiling", "attribute"),
@@ -70,7 +72,9 @@ def _resolve(module: str, dotted: str) -> Any:
 
 # Harness modules whose every global must keep pointing where it did (a rebound ``time`` inside
 # the timing module is as good as a patched clock).
-HARNESS_MODULES = ("device_agent.timing", "device_agent.worker", "device_agent.codec",
+HARNESS_MODULES = ("device_agent.timing", "device_agent.sandboxed_worker",
+                   "device_agent.sandboxed_job", "device_agent.protocol",
+                   "device_agent.wire_records", "device_agent.codec",
                    "device_agent.integrity", "device_agent.triton_hooks",
                    "device_agent.dispatch_guard", "operators.invoke", "operators.checking")
 

@@ -50,7 +50,7 @@ class WorkerCpuView(Protocol):
 
 
 class PoolView(Protocol):
-    """What the metrics read from a worker pool (``device_agent.workers.WorkerPool``)."""
+    """What the metrics read from a worker pool (``device_agent.worker_pool.WorkerPool``)."""
 
     device_index: int
     busy: int

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -45,15 +45,6 @@ class DeviceTime:
     def own_share(self) -> float | None:
         return self.own_us / self.total_us if self.total_us >= MIN_DEVICE_US else None
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"own_us": self.own_us, "other_us": self.other_us,
-                "others": [[n, us] for n, us in self.others]}
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> DeviceTime:
-        return cls(float(d["own_us"]), float(d["other_us"]),
-                   tuple((str(n)[:200], float(us)) for n, us in d.get("others", [])))
-
 
 def attribute(activities: Iterable[tuple[str, float]], own_kernels: Iterable[str]) -> DeviceTime:
     """Split device activities ``(name, µs)`` into the candidate's (a name among
@@ -76,7 +67,7 @@ def judge(dt: DeviceTime, case_name: str) -> str | None:
     share = dt.own_share
     if share is None or share >= MIN_OWN_SHARE:
         return None
-    others = ", ".join(f"{n[:80]} {us:.0f} µs" for n, us in dt.others)
+    others = ", ".join(f"{n[:80]} {us:.0f} µs" for n, us in dt.others[:TOP_OTHERS])
     return (f"while re-checking {case_name}: the candidate's own Triton kernels ran "
             f"{dt.own_us:.0f} µs of the call's {dt.total_us:.0f} µs of device time "
             f"({share:.0%}, at least {MIN_OWN_SHARE:.0%} required); the rest: {others}. The "

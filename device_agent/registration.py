@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protos.records import AgentDescription
-from protos.registry import (
+from protos.registration import (
     AgentLoad,
     Heartbeat,
     Lease,

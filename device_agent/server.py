@@ -1,28 +1,28 @@
-"""The device agent's gRPC server (grpc.aio): a thin shell around :class:`Evaluator`.
+"""The device agent's gRPC server (grpc.aio): the agent composed from its settings, and its life.
 
-Startup binds the port first (health NOT_SERVING), then warms the worker pools and only then
-reports SERVING on ``grpc.health.v1`` for both ``""`` and ``kgb.agent.v1.DeviceAgent``.
-Candidate failures are successful RPCs; system errors map to status codes in
-:func:`_abort_for`, the one place that does so. SIGTERM/SIGINT drain and stop cleanly.
-
-Who may call and how much is ``device_agent/tenancy.py``: TLS, bearer tokens (each a tenant),
-per-tenant quotas and the audit log. Request ids are per tenant and bound to their content.
+:func:`compose` builds every part from :class:`AgentSettings`, each given what it needs as it is
+built (the metrics included); :func:`serve` then runs it the way grpc's graceful-shutdown example
+runs a server: start (the port is bound first, health NOT_SERVING), warm the worker pools and
+only then report SERVING on ``grpc.health.v1`` for both ``""`` and ``kgb.agent.v1.DeviceAgent``,
+wait for SIGTERM/SIGINT, drain in-flight evaluations, stop with grace. The RPCs themselves are
+``device_agent/service.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import hashlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,29 +32,28 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import operators
-from device_agent import launchers, tenancy
+from device_agent import launchers
+from device_agent import peaks as peak_cache
 from device_agent.cgroups import CgroupHost
-from device_agent.evaluation import LAYERS, Evaluator, InvalidRequest, StageBudgets, candidate_hash
+from device_agent.evaluation import LAYERS, Evaluator, StageBudgets
 from device_agent.host_work import HostBudget, HostWork, limit_torch_threads
 from device_agent.launchers import LauncherBuilder
 from device_agent.platforms import Platform, resolve
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
-from device_agent.rpc_guard import UndecodableRequests, clip_details
+from device_agent.rpc_guard import UndecodableRequests
 from device_agent.sandbox import SandboxSettings, is_root, trusted_sys_path
-from device_agent.tenancy import Access, AccessSettings, Admitted, Binding, Caller, RequestKey
-from device_agent.workers import WorkerPool
-from protos import convert
+from device_agent.service import DeviceAgentService
+from device_agent.tenancy import Access, AccessSettings
+from device_agent.worker_pool import WorkerPool
 from protos.client import MAX_MESSAGE_BYTES, SERVICE_NAME
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
-from protos.records import AgentDescription, DeviceInfo, EvalRequest, Progress, SystemInfo, Verdict
-from protos.security import ClientAuth, current_tenant
+from protos.records import SystemInfo
+from protos.security import ClientAuth
 
 if TYPE_CHECKING:
     from device_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
-
-VERDICT_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -96,219 +95,9 @@ def load_secret() -> bytes:
     return value
 
 
-class DeviceAgentService(agent_pb2_grpc.DeviceAgentServicer):  # type: ignore[misc]
-    def __init__(self, evaluator: Evaluator, pools: list[WorkerPool], settings: AgentSettings,
-                 agent_id: str, access: Access | None = None) -> None:
-        self.evaluator = evaluator
-        self.pools = pools
-        self.settings = settings
-        self.agent_id = agent_id
-        self.access = access or Access(AccessSettings())
-        self.draining = False
-        self._tasks: dict[RequestKey, tuple[Binding, asyncio.Task[Verdict]]] = {}
-        self._waiters: collections.Counter[RequestKey] = collections.Counter()
-        self._done: collections.OrderedDict[RequestKey, tuple[Binding, Verdict]] = collections.OrderedDict()
-        self._progress: dict[RequestKey, Callable[[Progress], None]] = {}
-        self.metrics: AgentMetrics | None = None
-
-    def _count_rejection(self, exc: BaseException) -> None:
-        """Count an Evaluate call refused before admission (for metrics)."""
-        reason = ("invalid_argument" if isinstance(exc, InvalidRequest) else
-                  "queue_full" if isinstance(exc, tenancy.QueueFull) else
-                  "quota" if isinstance(exc, tenancy.QuotaExceeded) else
-                  "draining" if isinstance(exc, tenancy.Draining) else None)
-        if self.metrics is not None and reason is not None:
-            self.metrics.rejected(reason)
-
-    # ---- audit -------------------------------------------------------------------------------
-    @staticmethod
-    def _caller(context: grpc.aio.ServicerContext, rpc: str) -> Caller:
-        return Caller(current_tenant(), context.peer() or "", rpc)
-
-    def _audit(self, caller: Caller, req: EvalRequest, admitted: Admitted | None, *,
-               verdict: Verdict | None = None, refused: BaseException | None = None) -> None:
-        """One audit line for one Evaluate call: its verdict, or why it got none."""
-        if self.access.audit is not None:
-            self.access.record(tenancy.audit_record(caller, req, admitted, verdict, refused))
-
-    # ---- admission ---------------------------------------------------------------------------
-    @property
-    def active(self) -> int:
-        return len(self._tasks)
-
-    @property
-    def queue_depth(self) -> int:
-        """Accepted evaluations not yet on a worker: waiting to be admitted, being checked,
-        their inputs being made, or waiting for a worker of a device. A pool's own ``waiting``
-        counts only the last kind, so a loaded agent would look idle to its clients."""
-        return max(0, self.active - sum(p.busy for p in self.pools))
-
-    def _admit(self, req: EvalRequest, caller: Caller, context: grpc.aio.ServicerContext,
-               progress: Callable[[Progress], None] | None) -> Admitted:
-        tenancy.check_request_id(req.request_id)
-        spec = self.evaluator.resolve(req)  # unknown operator, bad version, oversize: INVALID_ARGUMENT
-        binding = Binding(spec.id, spec.version, candidate_hash(req.source), req.skip_timing)
-        key = (caller.tenant, req.request_id)
-        earlier = self._done.get(key) or self._tasks.get(key)
-        if earlier is not None:
-            tenancy.check_repeat(req.request_id, earlier[0], binding)
-            return Admitted(key, binding, earlier[1], repeat=True)
-        if self.draining:
-            raise tenancy.Draining()
-        remaining = context.time_remaining()
-        if remaining is None:
-            raise InvalidRequest("a deadline is required on Evaluate calls")
-        if remaining <= self.settings.budgets.margin_s:
-            raise InvalidRequest(f"deadline too short ({remaining:.1f}s)")
-        if self.active >= self.settings.max_queue:
-            raise tenancy.QueueFull()
-        self.access.quotas.admit(caller.tenant)
-        return Admitted(key, binding, self._start(key, binding, req, time.monotonic() + remaining,
-                                                  progress), repeat=False)
-
-    def _start(self, key: RequestKey, binding: Binding, req: EvalRequest, deadline: float,
-               progress: Callable[[Progress], None] | None) -> asyncio.Task[Verdict]:
-        if progress is not None:
-            self._progress[key] = progress
-
-        def emit(p: Progress) -> None:
-            cb = self._progress.get(key)
-            if cb is not None:
-                cb(p)
-
-        task = asyncio.get_running_loop().create_task(self.evaluator.evaluate(req, deadline, emit))
-        self._tasks[key] = (binding, task)
-
-        def finished(t: asyncio.Task[Verdict]) -> None:
-            self._tasks.pop(key, None)
-            self._progress.pop(key, None)
-            self.access.quotas.release(key[0])
-            if not t.cancelled() and t.exception() is None:
-                self._done[key] = (binding, t.result())
-                while len(self._done) > VERDICT_CACHE:
-                    self._done.popitem(last=False)
-
-        task.add_done_callback(finished)
-        return task
-
-    async def _await(self, rid: RequestKey, task: asyncio.Task[Verdict]) -> Verdict:
-        """Wait for a shared evaluation; the last waiter to leave cancels it (frees the worker)."""
-        self._waiters[rid] += 1
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if self._waiters[rid] <= 1 and not task.done():
-                task.cancel()
-            raise
-        finally:
-            self._waiters[rid] -= 1
-            if self._waiters[rid] <= 0:
-                del self._waiters[rid]
-
-    # ---- RPCs --------------------------------------------------------------------------------
-    async def Describe(self, request: agent_pb2.DescribeRequest,
-                       context: grpc.aio.ServicerContext) -> agent_pb2.DescribeResponse:
-        return convert.description_to_proto(self.describe())
-
-    def describe(self) -> AgentDescription:
-        model = self.evaluator.system.device_model or self.evaluator.platform.name
-        devices = tuple(DeviceInfo(index=p.device_index, model=model, capacity=p.size, busy=p.busy,
-                                   queued=p.waiting) for p in self.pools)
-        return AgentDescription(
-            agent_id=self.agent_id, harness_version=self.evaluator.harness_version,
-            system=self.evaluator.system,
-            devices=devices, suite=tuple((s.id, s.version) for s in operators.all_specs()),
-            capacity=sum(p.size for p in self.pools),
-            queue_depth=self.queue_depth, max_queue=self.settings.max_queue,
-            timings_meaningful=self.evaluator.platform.timings_meaningful)
-
-    async def Evaluate(self, request: agent_pb2.EvaluateRequest,
-                       context: grpc.aio.ServicerContext) -> agent_pb2.Verdict:
-        req = convert.request_from_proto(request)
-        caller, admitted = self._caller(context, f"/{SERVICE_NAME}/Evaluate"), None
-        try:
-            admitted = self._admit(req, caller, context, None)
-            got = admitted.got
-            verdict = got if isinstance(got, Verdict) else await self._await(admitted.key, got)
-        except asyncio.CancelledError as exc:
-            self._audit(caller, req, admitted, refused=exc)
-            raise
-        except Exception as exc:  # noqa: BLE001 - mapped to a status code in one place
-            self._count_rejection(exc)
-            self._audit(caller, req, admitted, refused=exc)
-            await _abort_for(exc, context)
-            raise
-        self._audit(caller, req, admitted, verdict=verdict)
-        return convert.verdict_to_proto(verdict)
-
-    async def EvaluateStream(self, request: agent_pb2.EvaluateRequest,
-                             context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.EvaluateEvent]:
-        req = convert.request_from_proto(request)
-        caller = self._caller(context, f"/{SERVICE_NAME}/EvaluateStream")
-        events: asyncio.Queue[Progress] = asyncio.Queue()
-        try:
-            admitted = self._admit(req, caller, context, events.put_nowait)
-        except Exception as exc:  # noqa: BLE001
-            self._count_rejection(exc)
-            self._audit(caller, req, None, refused=exc)
-            await _abort_for(exc, context)
-            raise
-        got = admitted.got
-        if isinstance(got, Verdict):
-            self._audit(caller, req, admitted, verdict=got)
-            yield convert.verdict_event(got)
-            return
-        waiter = asyncio.ensure_future(self._await(admitted.key, got))
-        try:
-            while not waiter.done():
-                getter = asyncio.ensure_future(events.get())
-                done, _ = await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield convert.progress_event(getter.result())
-                else:
-                    getter.cancel()
-            while not events.empty():
-                yield convert.progress_event(events.get_nowait())
-            verdict = waiter.result()
-        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001
-            self._audit(caller, req, admitted, refused=exc)
-            await _abort_for(exc, context)
-            raise
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-        self._audit(caller, req, admitted, verdict=verdict)
-        yield convert.verdict_event(verdict)
-
-
-async def _abort_for(exc: BaseException, context: grpc.aio.ServicerContext) -> None:
-    """The one mapping from system exceptions to gRPC status codes. (Requests whose bytes do
-    not parse never get here: :class:`UndecodableRequests` answers them INVALID_ARGUMENT.)
-    Details are clipped: they may echo client input, and an oversize trailer reaches the client
-    as RESOURCE_EXHAUSTED, which means "retry"."""
-    if isinstance(exc, asyncio.CancelledError):
-        return
-    if isinstance(exc, InvalidRequest):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, clip_details(str(exc)))
-    if isinstance(exc, tenancy.QuotaExceeded):
-        context.set_trailing_metadata((("retry-after-ms", str(max(1, round(exc.retry_after_s * 1000)))),))
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{exc} (trailer retry-after-ms)")
-    if isinstance(exc, tenancy.QueueFull):
-        context.set_trailing_metadata((("retry-after-ms", "1000"),))
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            "agent queue is full; retry after about 1 s (trailer retry-after-ms)")
-    if isinstance(exc, tenancy.Draining):
-        await context.abort(grpc.StatusCode.UNAVAILABLE, "agent is shutting down; use another agent")
-    log.exception("internal error")
-    await context.abort(grpc.StatusCode.INTERNAL,
-                        clip_details(f"internal error: {type(exc).__name__}: {exc}"))
-
-
 def _peaks_for(pool: WorkerPool, system: SystemInfo) -> dict[str, Any] | None:
     """Measured peaks for the pool's device: fresh from its first worker (then cached), else
     from the cache; None keeps the datasheet. Implausible measurements are not used."""
-    from device_agent import peaks as peak_cache
-
     model, driver = system.device_model, system.driver
     measured = pool.measured_peaks or peak_cache.load(model, driver)
     if not measured:
@@ -328,15 +117,6 @@ class BindError(RuntimeError):
 
 class ExposureRefused(RuntimeError):
     """A non-loopback address without TLS and tokens (and without ``--insecure``)."""
-
-
-async def _drain(service: DeviceAgentService, limit_s: float) -> None:
-    """Keep serving while in-flight evaluations finish (up to ``limit_s``): health answers
-    NOT_SERVING, Describe still works and new work gets UNAVAILABLE, so a coordinator can tell a
-    draining agent, whose calls will complete, from a dead one, whose calls must move."""
-    end = time.monotonic() + limit_s
-    while service.active and time.monotonic() < end:
-        await asyncio.sleep(0.05)
 
 
 def _registrar(settings: AgentSettings, port: int, service: DeviceAgentService) -> Registrar | None:
@@ -366,59 +146,34 @@ def default_workers(platform: Platform) -> int:
     return 2 if platform.name == "cpu" else 4
 
 
-async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = None) -> int:
-    """Run the agent until SIGTERM/SIGINT. Returns a process exit code."""
+# ---- composition -----------------------------------------------------------------------------------
+
+def compose(settings: AgentSettings) -> Agent:
+    """The agent ``settings`` describe, listening but not yet serving. Refuses (with
+    :class:`ExposureRefused`, :class:`BindError` or another RuntimeError) before any worker
+    starts: an exposed address without TLS and tokens, unusable credentials, no such platform,
+    a port in use, no sandbox on this host."""
     problem = settings.access.problem(settings.host)
     if problem is not None:
         raise ExposureRefused(problem)
     access = Access(settings.access)  # unusable certificates or tokens file: refuse to start
     platform = resolve(settings.platform)
     operators.all_specs()  # import the suite once, before serving
-    # Who may call first (tenancy), then requests that do not parse: INVALID_ARGUMENT (rpc_guard).
-    server = grpc.aio.server(interceptors=[*access.interceptors(), UndecodableRequests()], options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.so_reuseport", 0),
-    ])
-    address = f"{settings.host}:{settings.port}"
-    try:
-        port = access.bind(server, address)
-    except RuntimeError:
-        raise BindError(f"cannot listen on {address} (address in use or not available)") from None
-    if port == 0:
-        raise BindError(f"cannot listen on {address} (port in use?)")
-    metrics: AgentMetrics | None = None
-    if settings.metrics_port is not None:
-        from device_agent.metrics import AgentMetrics
-
-        metrics = AgentMetrics(platform.name)
-        try:
-            metrics_port = metrics.serve(settings.metrics_port, settings.host)
-        except OSError as exc:
-            raise RuntimeError(f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
-                               f"({exc.strerror or exc}); choose another --metrics-port "
-                               "(or 0 for a free one)") from None
-
+    metrics = _metrics(settings, platform)
+    server, port = _listen(settings, access, metrics)
+    metrics_port = _serve_metrics(settings, metrics)
     # Workers start from this process's import path (multiprocessing imports the agent's main
     # module in them before their sandbox exists): nothing on it may be writable by others.
     sys.path[:] = trusted_sys_path()
     cgroups = _sandbox_host(settings.sandbox)  # after the bind: its failures leave nothing behind
-    work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
-    work_root.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    root = Path(tempfile.mkdtemp(prefix="kgb-agent-", dir=work_root))
-    os.chmod(root, 0o711)  # workers (own uids) reach their own directory; nobody lists others
+    root = _work_dir(settings)
     size = settings.workers_per_device or default_workers(platform)
-    from device_agent import peaks as peak_cache
-
-    peaks_dir = peak_cache.cache_root()
-    devices = platform.device_count()
-    budget = HostBudget.for_host(size * devices)
+    budget = HostBudget.for_host(size * platform.device_count())
+    peaks_dir = peak_cache.cache_root() if platform.timings_meaningful else None
     pools = [WorkerPool(platform, i, size, root, limits=settings.sandbox,
-                        peaks_cache_dir=peaks_dir if i == 0 and platform.timings_meaningful else None,
-                        host_threads=budget.intra_op_threads, cgroups=cgroups)
-             for i in range(devices)]
+                        peaks_cache_dir=peaks_dir if i == 0 else None,
+                        host_threads=budget.intra_op_threads, cgroups=cgroups, metrics=metrics)
+             for i in range(platform.device_count())]
     if settings.host_threads is not None:
         budget = replace(budget, intra_op_threads=settings.host_threads)
     limit_torch_threads(budget)
@@ -426,97 +181,208 @@ async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = N
                if platform.compiles_kernels and launchers.supported() else None)
     evaluator = Evaluator(platform, pools, load_secret(), settings.budgets, settings.layers,
                           instant=settings.instant_verdicts, host=HostWork(budget),
-                          launchers=builder)
+                          launchers=builder, metrics=metrics)
     agent_id = hashlib.sha256(f"{socket.gethostname()}:{port}:{os.getpid()}".encode()).hexdigest()[:12]
-    service = DeviceAgentService(evaluator, pools, settings, agent_id, access)
-    if metrics is not None:
-        service.metrics = evaluator.metrics = metrics
-        access.on_unauthenticated = lambda: metrics.rejected("unauthenticated")
-        for pool in pools:
-            pool.metrics = metrics
-        metrics.watch(pools, lambda: service.active, settings.max_queue)
+    service = DeviceAgentService(evaluator, pools, agent_id, access,
+                                 max_queue=settings.max_queue, metrics=metrics)
+    health_servicer = _add_services(server, service)
+    return Agent(settings, server, port, health_servicer, service, evaluator, pools, access,
+                 _registrar(settings, port, service), root, cgroups, metrics, metrics_port)
 
+
+def _metrics(settings: AgentSettings, platform: Platform) -> AgentMetrics | None:
+    """The agent's Prometheus metrics (None without ``--metrics-port``); served later."""
+    if settings.metrics_port is None:
+        return None
+    from device_agent.metrics import AgentMetrics
+
+    return AgentMetrics(platform.name)
+
+
+def _listen(settings: AgentSettings, access: Access,
+            metrics: AgentMetrics | None) -> tuple[grpc.aio.Server, int]:
+    """The gRPC server, bound: who may call first (tenancy), then requests that do not parse
+    (INVALID_ARGUMENT, rpc_guard)."""
+    counted = (lambda: metrics.rejected("unauthenticated")) if metrics is not None else None
+    server = grpc.aio.server(interceptors=[*access.interceptors(counted), UndecodableRequests()],
+                             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                      ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                                      ("grpc.so_reuseport", 0)])
+    address = f"{settings.host}:{settings.port}"
+    try:
+        port = access.bind(server, address)
+    except RuntimeError:
+        raise BindError(f"cannot listen on {address} (address in use or not available)") from None
+    if port == 0:
+        raise BindError(f"cannot listen on {address} (port in use?)")
+    return server, port
+
+
+def _serve_metrics(settings: AgentSettings, metrics: AgentMetrics | None) -> int | None:
+    if metrics is None or settings.metrics_port is None:
+        return None
+    try:
+        return metrics.serve(settings.metrics_port, settings.host)
+    except OSError as exc:
+        raise RuntimeError(f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
+                           f"({exc.strerror or exc}); choose another --metrics-port "
+                           "(or 0 for a free one)") from None
+
+
+def _work_dir(settings: AgentSettings) -> Path:
+    """The agent's private directory: workers (own uids) reach their own directory inside it;
+    nobody lists the others."""
+    work_root = settings.work_root or Path(os.environ.get("TMPDIR", "/tmp"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="kgb-agent-", dir=work_root))
+    os.chmod(root, 0o711)
+    return root
+
+
+def _add_services(server: grpc.aio.Server, service: DeviceAgentService) -> health.aio.HealthServicer:
+    """The DeviceAgent service, health and reflection on ``server``; returns the health."""
     health_servicer = health.aio.HealthServicer()
-    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.NOT_SERVING)
     agent_pb2_grpc.add_DeviceAgentServicer_to_server(service, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (agent_pb2.DESCRIPTOR.services_by_name["DeviceAgent"].full_name,
          health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
-    await server.start()
-    registrar = _registrar(settings, port, service)
-    if settings.port_file is not None:
-        tmp = settings.port_file.with_suffix(".tmp")
-        tmp.write_text(str(port))
-        tmp.replace(settings.port_file)
-    if ready is not None:
-        ready(port)
-    print(f"kgb agent {agent_id} listening on {settings.host}:{port} "
-          f"(platform {platform.name}, {len(pools)} device(s) x {size} workers, "
-          f"anti-cheat layers: {', '.join(sorted(settings.layers)) or 'none'}; "
-          f"{access.describe()})"
-          + (" -- INSTANT-VERDICT TEST MODE: candidates are not run" if settings.instant_verdicts
-             else ""),
-          file=sys.stderr, flush=True)
-    if metrics is not None:
-        shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-        print(f"kgb agent metrics on http://{shown}:{metrics_port}/metrics", file=sys.stderr,
-              flush=True)
+    return health_servicer
 
+
+# ---- life ------------------------------------------------------------------------------------------
+
+@dataclass
+class Agent:
+    """A composed agent (:func:`compose`): what :func:`serve` starts, drains and stops."""
+
+    settings: AgentSettings
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    service: DeviceAgentService
+    evaluator: Evaluator
+    pools: list[WorkerPool]
+    access: Access
+    registrar: Registrar | None
+    root: Path
+    cgroups: CgroupHost | None
+    metrics: AgentMetrics | None
+    metrics_port: int | None
+    warming: asyncio.Task[None] | None = None
+
+    async def start(self, ready: Callable[[int], None] | None = None) -> None:
+        """Serve RPCs (health NOT_SERVING until the workers are warm) and say where."""
+        await self._health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.start()
+        s = self.settings
+        if s.port_file is not None:
+            tmp = s.port_file.with_suffix(".tmp")
+            tmp.write_text(str(self.port))
+            tmp.replace(s.port_file)
+        if ready is not None:
+            ready(self.port)
+        print(f"kgb agent {self.service.agent_id} listening on {s.host}:{self.port} "
+              f"(platform {self.evaluator.platform.name}, {len(self.pools)} device(s) x "
+              f"{s.workers_per_device or default_workers(self.evaluator.platform)} workers, "
+              f"anti-cheat layers: {', '.join(sorted(s.layers)) or 'none'}; "
+              f"{self.access.describe()})"
+              + (" -- INSTANT-VERDICT TEST MODE: candidates are not run" if s.instant_verdicts
+                 else ""),
+              file=sys.stderr, flush=True)
+        if self.metrics_port is not None:
+            shown = f"[{s.host}]" if ":" in s.host else s.host
+            print(f"kgb agent metrics on http://{shown}:{self.metrics_port}/metrics",
+                  file=sys.stderr, flush=True)
+
+    async def serve_until(self, stop: asyncio.Event) -> int:
+        """Warm the workers (then SERVING) and serve until ``stop`` is set; 1 at once when the
+        workers cannot start, else 0."""
+        self.warming = asyncio.get_running_loop().create_task(self._warm())
+        stopped = asyncio.get_running_loop().create_task(stop.wait())
+        done, _ = await asyncio.wait({self.warming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if self.warming in done and self.warming.exception() is not None:
+            stopped.cancel()
+            print(f"kgb agent: workers failed to start: {self.warming.exception()}",
+                  file=sys.stderr)
+            return 1
+        await stopped
+        return 0
+
+    async def _warm(self) -> None:
+        if not self.settings.instant_verdicts:  # the instant test mode never runs a candidate
+            await asyncio.gather(*(p.start() for p in self.pools))
+        first = self.pools[0] if self.pools else None
+        if first is not None and first.system is not None:
+            self.evaluator.learn_device(first.system)
+            self.evaluator.use_peaks(_peaks_for(first, self.evaluator.datasheet))
+        await self._health(health_pb2.HealthCheckResponse.SERVING)
+        if self.metrics is not None:
+            self.metrics.describe(self.evaluator.system.device_model,
+                                  self.evaluator.harness_version)
+            self.metrics.serving(True)
+        log.info("workers ready; SERVING")
+        print("kgb agent ready (SERVING)", file=sys.stderr, flush=True)
+        if self.registrar is not None:
+            self.registrar.start()
+
+    async def drain(self, limit_s: float) -> None:
+        """Keep serving while in-flight evaluations finish (up to ``limit_s``): health answers
+        NOT_SERVING, Describe still works and new work gets UNAVAILABLE, so a coordinator can
+        tell a draining agent, whose calls will complete, from a dead one, whose calls must
+        move."""
+        self.service.draining = True
+        if self.metrics is not None:
+            self.metrics.serving(False)
+        with contextlib.suppress(Exception):
+            await self.health.enter_graceful_shutdown()
+        if self.registrar is not None:
+            self.registrar.wake()  # tell the coordinator "draining" now, not at the next heartbeat
+        end = time.monotonic() + limit_s
+        while self.service.active and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        if self.registrar is not None:
+            await self.registrar.close()
+
+    async def stop(self, grace: float) -> None:
+        """Stop the server (``grace`` seconds for calls in flight), then every part."""
+        await self.server.stop(grace=grace)
+        if self.warming is not None:
+            self.warming.cancel()
+        for p in self.pools:
+            await p.close()
+        self.evaluator.close()
+        self.access.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.cgroups is not None:
+            self.cgroups.close()
+        if self.metrics is not None:
+            self.metrics.close()
+        print("kgb agent stopped", file=sys.stderr, flush=True)
+
+    async def _health(self, status: Any) -> None:
+        await self.health.set("", status)
+        await self.health.set(SERVICE_NAME, status)
+
+
+def _stop_signal() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
 
-    async def warm() -> None:
-        if not settings.instant_verdicts:  # the instant test mode never runs a candidate
-            await asyncio.gather(*(p.start() for p in pools))
-        if pools and pools[0].system_info:
-            evaluator.system = evaluator.datasheet = SystemInfo(**pools[0].system_info)
-            evaluator.use_peaks(_peaks_for(pools[0], evaluator.system))
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
-        if metrics is not None:
-            metrics.describe(evaluator.system.device_model, evaluator.harness_version)
-            metrics.serving(True)
-        log.info("workers ready; SERVING")
-        print("kgb agent ready (SERVING)", file=sys.stderr, flush=True)
-        if registrar is not None:
-            registrar.start()
 
-    warm_task = loop.create_task(warm())
-    stop_task = loop.create_task(stop.wait())
-    done, _ = await asyncio.wait({warm_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-    code = 0
-    if warm_task in done and warm_task.exception() is not None:
-        print(f"kgb agent: workers failed to start: {warm_task.exception()}", file=sys.stderr)
-        code = 1
-    else:
-        await stop.wait()
-    service.draining = True
-    if metrics is not None:
-        metrics.serving(False)
-    with contextlib.suppress(Exception):
-        await health_servicer.enter_graceful_shutdown()
-    if registrar is not None:
-        registrar.wake()  # tell the coordinator "draining" now, not at the next heartbeat
-    await _drain(service, settings.drain_s)
-    if registrar is not None:
-        await registrar.close()
-    await server.stop(grace=1.0)
-    warm_task.cancel()
-    for p in pools:
-        await p.close()
-    evaluator.close()
-    access.close()
-    import shutil
-
-    shutil.rmtree(root, ignore_errors=True)
-    if cgroups is not None:
-        cgroups.close()
-    if metrics is not None:
-        metrics.close()
-    print("kgb agent stopped", file=sys.stderr, flush=True)
+async def serve(settings: AgentSettings, ready: Callable[[int], None] | None = None) -> int:
+    """Run the agent until SIGTERM/SIGINT: start, wait for a stop signal, drain, stop with
+    grace. Returns a process exit code (1: the workers could not start)."""
+    agent = compose(settings)
+    try:
+        await agent.start(ready)
+        code = await agent.serve_until(_stop_signal())
+        await agent.drain(settings.drain_s)
+    finally:
+        await agent.stop(grace=1.0)
     return code

@@ -32,7 +32,8 @@ the rule and the line:
 - ``monkeypatch``: assigning to, deleting or ``setattr`` on an attribute of an imported name, in any
   target position (tuple unpacking, ``for``/``with`` targets, annotated assignments);
 - ``tensor-method``, ``matmul-operator``, ``cpu-roundtrip``: tensor methods that compute, ``@`` and
-  ``operator.matmul``, ``.cpu()``/``.numpy()``/``.tolist()``/``.item()`` (except in scalar problems).
+  ``operator.matmul``, ``.cpu()``/``.numpy()``/``.tolist()`` (``.item()`` reaches the dispatch
+  guard, which judges what it reads: allowed on the candidate's own kernel results).
 
 Every expression is inspected: default values and annotations (string annotations are parsed and
 inspected too, since ``typing.get_type_hints`` and ``functools.singledispatch`` evaluate them),
@@ -87,6 +88,7 @@ from device_agent.static_tables import (
     ESCAPE_NAMES,
     EVALUATING_NAMES,
     JIT_DECORATORS,
+    MODULES_REFUSED,
     NAME_TAKING_BUILTINS,
     OPERATOR_REFUSED,
     TORCH_ALLOWED,
@@ -94,6 +96,7 @@ from device_agent.static_tables import (
     TORCH_DENIED_BY_KIND,
     TORCH_DTYPES,
     TORCH_REFUSED,
+    WARNING_RULES,
 )
 from operators.spec import Kind
 
@@ -106,6 +109,11 @@ class Violation:
     line: int
     evidence: str
     explanation: str
+
+    @property
+    def warning(self) -> bool:
+        """Recorded, not rejected: a runtime layer catches what the rule stands for."""
+        return self.rule in WARNING_RULES
 
     def describe(self) -> str:
         return f"line {self.line}: {self.explanation} (`{self.evidence}`)"
@@ -344,6 +352,8 @@ class _Checker(ast.NodeVisitor):
                 "(device limits: torch.cuda.get_device_properties)"
         if any(is_private(p) for p in rest.split(".")):
             return "library-internals", f"`{q}` is a private name of a library"
+        if any(q == m or q.startswith(m + ".") for m in MODULES_REFUSED):
+            return "library-internals", f"`{q}` loads code or configuration from files or sockets"
         if root == "torch":
             for rule, names in TORCH_REFUSED.items():
                 if any(rest == n or rest.startswith(n + ".") for n in names):
@@ -464,7 +474,7 @@ class _Checker(ast.NodeVisitor):
             return
         if name in DUNDER_ARITHMETIC or name in COMPUTE_METHODS:
             self.flag(node, "tensor-method", f"`.{name}()` computes with torch; use a Triton kernel")
-        elif name in CPU_ROUND_TRIPS and not (name == "item" and self.kind is Kind.SCALAR):
+        elif name in CPU_ROUND_TRIPS:
             self.flag(node, "cpu-roundtrip", f"`.{name}()` moves data to the host")
 
 

@@ -16,7 +16,11 @@ from operators.spec import Kind
 ALLOWED_IMPORT_ROOTS = frozenset({
     "torch", "triton", "math", "cmath", "functools", "typing", "itertools", "operator",
     "dataclasses", "collections", "numbers", "enum", "abc", "__future__", "warnings", "copy",
+    "logging",  # every third-party Triton library logs; the sandbox keeps its handlers harmless
 })
+# Parts of allowed modules that load code or configuration from files and sockets
+# (``logging.config.listen`` evaluates what arrives on a socket).
+MODULES_REFUSED = frozenset({"logging.config", "logging.handlers"})
 
 # ---- triton -------------------------------------------------------------------------------------
 # What honest wrapper code reaches under ``triton.``: the decorators, launch helpers, the language,
@@ -50,12 +54,15 @@ TORCH_ALLOWED = frozenset({
     "cuda.synchronize", "version.hip", "no_grad", "inference_mode",
     "tensor",  # a small tensor of Python values (shapes, strides) for a kernel to read
     "view_as_real", "view_as_complex",  # views: how a kernel reaches complex data
+    # function forms of the views whose method forms every kind allows (``x.reshape(s)``)
+    "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "permute", "transpose",
+    "swapaxes", "movedim", "t", "narrow", "select", "as_strided", "chunk", "split", "unbind",
+    "tensor_split", "atleast_1d", "atleast_2d", "atleast_3d", "numel",
 })
 TORCH_ALLOWED_BY_KIND: dict[Kind, frozenset[str]] = {
     # a random op seeds its kernels from torch's seed (plus its own call counter)
     Kind.RANDOM: frozenset({"initial_seed"}),
-    Kind.VIEW: frozenset({"as_strided", "narrow", "select", "t", "reshape", "unsqueeze",
-                          "squeeze", "permute", "transpose", "flatten", "expand_copy"}),
+    Kind.VIEW: frozenset({"expand_copy"}),
 }
 TORCH_DENIED_BY_KIND: dict[Kind, frozenset[str]] = {
     # An allocation problem may not call the allocator that *is* the answer (issue #7 refines).
@@ -158,4 +165,16 @@ DUNDER_ARITHMETIC = frozenset(
     f"__{r}{op}__" for op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
                               "neg", "abs", "and", "or", "xor", "lshift", "rshift")
     for r in ("", "r", "i"))
-CPU_ROUND_TRIPS = frozenset({"cpu", "numpy", "tolist", "item"})
+# ``.item()`` is not among them: it reaches the dispatch guard as ``_local_scalar_dense``, which
+# judges what it reads when it runs (the candidate's own kernel results are allowed).
+CPU_ROUND_TRIPS = frozenset({"cpu", "numpy", "tolist"})
+
+# ---- severity -----------------------------------------------------------------------------------
+# Rules whose cheat a runtime layer catches when the code runs (docs/anticheat.md, "Why each
+# rule"): a finding of theirs is a recorded warning, never a rejection, so code that is never
+# reached (an overload nobody calls) or a harmless spelling costs an honest candidate nothing.
+# torch compute (``torch-call``, ``tensor-method``, ``matmul-operator``) reaches the dispatcher,
+# where the ``runtime`` guard sees it; host compute behind a CPU round trip (``cpu-roundtrip``)
+# writes its answer back through allowed data movement, which ``launches`` and ``ghost`` catch,
+# and the guard judges ``.item()`` (refused on data no kernel of the candidate was handed).
+WARNING_RULES = frozenset({"torch-call", "tensor-method", "matmul-operator", "cpu-roundtrip"})

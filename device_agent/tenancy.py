@@ -28,8 +28,8 @@ from pathlib import Path
 import grpc
 import orjson
 
-from device_agent.evaluation import InvalidRequest, candidate_hash
-from protos.records import EvalRequest, Verdict
+from device_agent.evaluation import InvalidRequest
+from protos.records import EvalRequest, Verdict, candidate_id
 from protos.security import (
     AuthConfigError,
     BearerTokenInterceptor,
@@ -80,6 +80,7 @@ class Binding:
     operator_version: int
     candidate_hash: str
     skip_timing: bool
+    public_only: bool = False
 
     @property
     def operator(self) -> str:
@@ -89,7 +90,8 @@ class Binding:
         return [name for name, a, b in (
             ("operator", self.operator, other.operator),
             ("candidate", self.candidate_hash, other.candidate_hash),
-            ("evaluation mode (skip_timing)", self.skip_timing, other.skip_timing)) if a != b]
+            ("evaluation mode (skip_timing)", self.skip_timing, other.skip_timing),
+            ("evaluation mode (public_only)", self.public_only, other.public_only)) if a != b]
 
 
 def check_repeat(request_id: str, first: Binding, again: Binding) -> None:
@@ -193,6 +195,7 @@ class AuditRecord:
     operator: str | None = None  # id@version as evaluated (as sent when refused)
     candidate_hash: str | None = None
     skip_timing: bool | None = None
+    public_only: bool | None = None  # an agent's verify: no hidden case was run
     status: str | None = None    # PASSED, WRONG_ANSWER, ...
     refused: str | None = None   # unauthenticated, quota, invalid, busy, draining, cancelled, error
     repeat: bool = False         # the verdict of an earlier call with this request id
@@ -226,11 +229,12 @@ def audit_record(caller: Caller, req: EvalRequest, admitted: Admitted | None,
         operator, chash = admitted.binding.operator, admitted.binding.candidate_hash
     else:
         version = "" if req.operator_version is None else str(req.operator_version)
-        operator, chash = f"{clip(req.operator_id, 100)}@{version}", candidate_hash(req.source)
+        operator, chash = f"{clip(req.operator_id, 100)}@{version}", candidate_id(req.source)
     return AuditRecord(
         time=now_iso(), tenant=caller.tenant, peer=caller.peer, rpc=caller.rpc,
         request_id=clip(req.request_id), operator=operator, candidate_hash=chash,
-        skip_timing=req.skip_timing, status=verdict.status.value if verdict else None,
+        skip_timing=req.skip_timing, public_only=req.public_only,
+        status=verdict.status.value if verdict else None,
         refused=None if refused is None else refusal(refused),
         repeat=bool(admitted and admitted.repeat and verdict),
         detail="" if refused is None else clip(str(refused), 300) or "")
@@ -291,12 +295,21 @@ class Access:
         self.tokens = TokenStore(settings.tokens) if settings.tokens is not None else None
         self.quotas = TenantQuotas(settings.quotas)
         self.audit = AuditLog(settings.audit_log) if settings.audit_log is not None else None
-        self.on_unauthenticated: Callable[[], None] | None = None  # metrics hook
 
-    def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
+    def interceptors(self, counted: Callable[[], None] | None = None,
+                     ) -> list[grpc.aio.ServerInterceptor]:
+        """What checks each call's token (nothing without tokens). A refusal is audited, and
+        ``counted`` is called (the metrics' count of refusals)."""
         if self.tokens is None:
             return []
-        return [BearerTokenInterceptor(self.tokens, on_refused=self._unauthenticated)]
+
+        def refused(method: str, peer: str, reason: str) -> None:
+            self.record(AuditRecord(time=now_iso(), tenant=None, peer=peer, rpc=method,
+                                    refused="unauthenticated", detail=reason))
+            if counted is not None:
+                counted()
+
+        return [BearerTokenInterceptor(self.tokens, on_refused=refused)]
 
     def bind(self, server: grpc.aio.Server, address: str) -> int:
         """Listen on ``address`` (TLS when configured); the port, 0 when it could not bind."""
@@ -318,12 +331,6 @@ class Access:
     def record(self, record: AuditRecord) -> None:
         if self.audit is not None:
             self.audit.write(record)
-
-    def _unauthenticated(self, method: str, peer: str, reason: str) -> None:
-        self.record(AuditRecord(time=now_iso(), tenant=None, peer=peer, rpc=method,
-                                refused="unauthenticated", detail=reason))
-        if self.on_unauthenticated is not None:
-            self.on_unauthenticated()
 
     def close(self) -> None:
         if self.audit is not None:

@@ -9,12 +9,10 @@ statistics. Only meaningful on a real device; the agent never asks the ``cpu`` p
 
 from __future__ import annotations
 
-import ctypes
 import math
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -87,51 +85,47 @@ class Timer(Protocol):
         ...
 
 
-CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+class DeviceMonitor(Protocol):
+    """The vendor's management library (NVML, amdsmi) as a timer reads it: throttling and
+    readings of the worker's one device. Platforms supply it; :data:`NO_MONITOR` reads nothing."""
+
+    def throttled(self) -> bool: ...
+
+    def readings(self) -> tuple[float | None, float | None]: ...
 
 
-def _driver_api() -> tuple[Any, Any, Any] | None:
-    """``cuCtxGetLimit``, ``cuCtxSetLimit`` and ``cuCtxResetPersistingL2Cache`` from the CUDA
-    driver (None where it cannot be loaded, e.g. ROCm)."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        get_limit, set_limit = lib.cuCtxGetLimit, lib.cuCtxSetLimit
-        reset = lib.cuCtxResetPersistingL2Cache
-    except (OSError, AttributeError):
-        return None
-    get_limit.argtypes = [ctypes.POINTER(ctypes.c_size_t), ctypes.c_int]
-    set_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
-    reset.argtypes = []
-    return get_limit, set_limit, reset
+class _NoMonitor:
+    def throttled(self) -> bool:
+        return False
+
+    def readings(self) -> tuple[float | None, float | None]:
+        return None, None
 
 
-class CudaTimer:
-    """CUDA events around the call, with a device-wide synchronize after it (work queued on
-    side streams is waited for), and NVML throttle reasons where NVML is available."""
+NO_MONITOR: DeviceMonitor = _NoMonitor()
 
-    # HW slowdown, SW thermal, HW thermal, HW power brake (not the ordinary SW power cap).
-    THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
-    def __init__(self, device: str) -> None:
+class EventTimer:
+    """Device events around the call, with a device-wide synchronize after it (work queued on
+    side streams is waited for). ``torch.cuda`` is PyTorch's device API for CUDA and for ROCm
+    (HIP events) alike; what differs per vendor comes from the platform: ``monitor`` (throttle
+    reasons, clocks, temperature), ``before_flush`` (e.g. CUDA's persisting-L2 reset) and
+    ``last_level_cache_bytes`` where a cache behind the L2 must be flushed too (MI300X)."""
+
+    def __init__(self, device: str, monitor: DeviceMonitor = NO_MONITOR,
+                 before_flush: Callable[[], None] | None = None,
+                 last_level_cache_bytes: int = 0) -> None:
         self.device = device
+        self.last_level_cache_bytes = last_level_cache_bytes
         self.start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         self.end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        self._nvml: Any = None
-        self._handle: Any = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible) if visible.isdigit() else 0)
-            self._nvml = pynvml
-        except Exception:  # noqa: BLE001 - no NVML: no throttle detection
-            self._nvml = None
-        self._cuda = _driver_api()
+        self.monitor = monitor
+        self.before_flush = before_flush
 
     def l2_bytes(self) -> int:
         props = torch.cuda.get_device_properties(self.device)
-        return int(getattr(props, "L2_cache_size", 0)) or (64 << 20)
+        l2 = int(getattr(props, "L2_cache_size", 0)) or (64 << 20)
+        return max(l2, self.last_level_cache_bytes)
 
     def sync(self) -> None:
         torch.cuda.synchronize()
@@ -151,38 +145,17 @@ class CudaTimer:
         return float(self.start.elapsed_time(self.end)) * 1000.0
 
     def clear_l2(self, flush: torch.Tensor) -> None:
-        """Persisting L2 lines survive a memset flush: whatever a previous call set up (an access
-        policy window with a persisting hit property, a raised persisting carve-out), the
-        carve-out is set back to zero and every persisting line is made normal before the flush
-        evicts them. The driver entry points were bound before any candidate was imported."""
-        if self._cuda is not None:
-            get_limit, set_limit, reset = self._cuda
-            size = ctypes.c_size_t(0)
-            if get_limit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0 and size.value:
-                set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))
-            reset()
+        """The platform's own reset first (state a previous call left that a memset does not
+        evict), then the flush buffer, bigger than the L2, is written over."""
+        if self.before_flush is not None:
+            self.before_flush()
         flush.zero_()
 
     def throttled(self) -> bool:
-        if self._nvml is None:
-            return False
-        try:
-            get = getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-                self._nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-            return bool(int(get(self._handle)) & self.THROTTLE_MASK)
-        except Exception:  # noqa: BLE001
-            return False
+        return self.monitor.throttled()
 
     def readings(self) -> tuple[float | None, float | None]:
-        if self._nvml is None:
-            return None, None
-        try:
-            clock = float(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
-            temp = float(self._nvml.nvmlDeviceGetTemperature(self._handle,
-                                                             self._nvml.NVML_TEMPERATURE_GPU))
-        except Exception:  # noqa: BLE001
-            return None, None
-        return clock, temp
+        return self.monitor.readings()
 
 
 class WallTimer:
@@ -207,10 +180,6 @@ class WallTimer:
 
     def readings(self) -> tuple[float | None, float | None]:
         return None, None
-
-
-def timer_for(device: str) -> Timer:
-    return CudaTimer(device) if torch.device(device).type == "cuda" else WallTimer()
 
 
 @dataclass
@@ -271,17 +240,39 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
               budget_s: float, l2_bytes: int = 0, timer: Timer | None = None) -> dict[str, Any]:
     """:func:`build_sets`, :func:`upload_sets`, :func:`measure` and :func:`recheck` (its finding
     under ``recheck``) in one go, for callers without a device gate (tests, benchmarks)."""
-    timer = timer or timer_for(device)
+    timer = timer or WallTimer()
     l2_bytes = l2_bytes if l2_bytes > 0 else timer.l2_bytes()
     source = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes, device=device)
     sets = upload_sets(spec, case, source, device=device, l2_bytes=l2_bytes, timer=timer)
     result = measure(sets, fn, budget_s=budget_s)
     del sets
-    return {**result, "recheck": recheck(spec, case, source[0], fn, device=device,
-                                         timer=timer).drift}
+    drift = recheck(spec, case, source[0], fn, device=device, timer=timer).drift
+    return {**asdict(result), "recheck": drift}
 
 
-def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmark case timed: candidate and baseline medians with the candidate's 95% CI (µs),
+    what the samples add up to (for the agent's wall-clock cross-check), the device's state, and
+    which library the baseline was (a speed-up means nothing without it)."""
+
+    l2_bytes: int
+    median_us: float
+    ci_low_us: float
+    ci_high_us: float
+    samples: int
+    baseline_median_us: float
+    baseline_samples: int
+    samples_sum_us: float
+    wall_s: float
+    input_sets: int
+    throttled_discarded: int
+    sm_clock_mhz: float | None
+    temperature_c: float | None
+    baseline: str  # the library the baseline ran (the problem's ``baseline_library()``)
+
+
+def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Measurement:
     """Time ``fn`` and the spec's baseline on prepared ``sets``; medians and CIs in microseconds.
     Run while the device is held exclusively; :func:`recheck` follows once it is shared again.
     """
@@ -342,12 +333,12 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> dic
 
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
-    return {"l2_bytes": sets.l2_bytes, "median_us": cm, "ci_low_us": clo, "ci_high_us": chi,
-            "samples": len(cand), "baseline_median_us": bm, "baseline_samples": len(base),
-            "samples_sum_us": sum(cand) + sum(base),
-            "wall_s": wall, "input_sets": n_sets, "throttled_discarded": discarded,
-            "sm_clock_mhz": sum(clocks) / len(clocks) if clocks else None,
-            "temperature_c": max(temps) if temps else None}
+    return Measurement(
+        l2_bytes=sets.l2_bytes, median_us=cm, ci_low_us=clo, ci_high_us=chi, samples=len(cand),
+        baseline_median_us=bm, baseline_samples=len(base), samples_sum_us=sum(cand) + sum(base),
+        wall_s=wall, input_sets=n_sets, throttled_discarded=discarded,
+        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
+        temperature_c=max(temps) if temps else None, baseline=spec.baseline_library())
 
 
 class Recheck(NamedTuple):

@@ -2,7 +2,8 @@
 
 Four things need to know when a Triton kernel is being launched: the dispatch guard (the
 interpreter and the autotuner use torch internally, which is not the candidate computing with
-torch), launch accounting (a ``compute`` problem's candidate must run its own kernels), the
+torch; and a ``.item()`` is allowed on what the candidate's own launches were handed), launch
+accounting (a ``compute`` problem's candidate must run its own kernels), the
 ghost replay, which runs a case again with the candidate's own launches skipped: its outputs
 must then be wrong, or the answer came from somewhere else, and the dry run
 (:mod:`device_agent.dry_run`), which compiles and loads every kernel a call would launch —
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -71,6 +73,25 @@ def _compile_configs(tuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 def start_recording() -> None:
     _state.launches = []
+    _state.received = []
+
+
+def received(module: str, storage: Any) -> bool:
+    """Whether a top-level launch of a kernel defined in ``module`` was handed a tensor of
+    ``storage`` since ``start_recording`` (the storage object itself, alive: a new tensor at a
+    freed one's address is not it)."""
+    return any(m == module and ref() is storage for m, ref in getattr(_state, "received", []))
+
+
+def _note_received(module: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    refs = getattr(_state, "received", None)
+    if refs is None:
+        return
+    import torch
+
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            refs.append((module, weakref.ref(a.untyped_storage())))
 
 
 def launches() -> list[str]:
@@ -132,6 +153,7 @@ def _hooked(original: Callable[..., Any], what: str) -> Callable[..., Any]:
             module = str(getattr(fn, "__module__", "") or "")
             if hasattr(_state, "launches"):
                 _state.launches.append((module, str(getattr(fn, "__name__", ""))))
+                _note_received(module, args, kwargs)
             if module and module == getattr(_state, "suppressed", None):
                 return None
         # User code Triton calls during a launch is the candidate's, not Triton's internals.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import abc
-import hashlib
 from dataclasses import dataclass
 from typing import ClassVar
 
 from operators.spec import OperatorSpec
+from protos.records import candidate_id
 
 
 class MethodError(ValueError):
@@ -28,7 +28,7 @@ class Candidate:
     @property
     def candidate_hash(self) -> str:
         """Content address of the source (what the store and the agent key on)."""
-        return hashlib.sha256(self.source.encode("utf-8", "surrogateescape")).hexdigest()
+        return candidate_id(self.source)
 
 
 class Method(abc.ABC):

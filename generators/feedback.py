@@ -53,6 +53,8 @@ _WHAT: dict[Status, str] = {
     Status.CHEAT_DETECTED: "the anti-cheat checks found evidence of gaming the benchmark",
     Status.PASSED: "every case is right and no check objected",
     Status.INFRA_ERROR: "the evaluation system failed (not your code's fault)",
+    Status.TOOLCHAIN_ERROR: ("the platform's Triton compiler or runtime crashed or hung on this "
+                             "code; write the kernel another way (other tl operations or tiling)"),
 }
 
 
@@ -166,6 +168,13 @@ def _bounded(parts: list[str], instruction: str) -> Message:
 
 def feedback_message(verdict: Verdict) -> Message:
     """What a model needs to improve its last candidate, as one bounded user message."""
+    return verdict_message(verdict, REPLY_INSTRUCTION, FASTER_INSTRUCTION)
+
+
+def verdict_message(verdict: Verdict, fix: str, faster: str) -> Message:
+    """:func:`feedback_message` with its own closing instruction: ``faster`` after a PASSED
+    verdict, ``fix`` after any other (the agent's ``verify`` tool asks for tool calls, not a
+    code block)."""
     status = verdict.status
     head = f"Your candidate for {verdict.operator_id} was evaluated: {status.value} ({_WHAT[status]})."
     parts = [head]
@@ -181,8 +190,8 @@ def feedback_message(verdict: Verdict) -> Message:
         parts.append("End of the log:\n" + _tail(verdict.log, LOG_TAIL_CHARS))
     if status is Status.PASSED:
         parts.append("\n".join(_timings_section(verdict)))
-        return _bounded(parts, FASTER_INSTRUCTION)
-    return _bounded(parts, REPLY_INSTRUCTION)
+        return _bounded(parts, faster)
+    return _bounded(parts, fix)
 
 
 def extraction_feedback(extraction: Extraction) -> Message:

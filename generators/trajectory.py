@@ -22,7 +22,14 @@ used.
 End reasons (closed set, bare names in JSON) — see :class:`EndReason`. Two are additions to the
 list in issue #5: ``CANDIDATE`` (``sample`` without an evaluator: a candidate was produced and the
 sweep judges it) and ``INFRA_ERROR`` (the evaluator could not judge a candidate: the system's
-failure, never counted against the model).
+failure, never counted against the model). Issue #26 added ``AGENT_ERROR`` and ``TIME_LIMIT``
+for agent methods.
+
+Agent methods (``agent``): a step's tool calls are :class:`ToolUse` records; ``verify`` verdicts
+(public cases only, from ``TrajectoryContext.verifier``) live there and never in
+``Step.verdict``, so nothing takes them for a score. Such a trajectory names its
+``Trajectory.final`` candidate, which the sweep judges by the normal path (hidden cases, every
+anti-cheat layer) whatever the end reason.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from generators.base import Candidate, MethodError
 from generators.budget import Budget
 from generators.evaluation import Evaluator
 from generators.extract import Extraction, extract_code
-from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
+from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, ToolCall, Usage
 from generators.providers.base import Provider
 from operators.spec import OperatorSpec
 from protos.records import Status, Verdict
@@ -58,6 +65,20 @@ class EndReason(str, enum.Enum):
     LLM_ERROR = "LLM_ERROR"            # the call failed (429/5xx after retries, timeout, malformed)
     CANDIDATE = "CANDIDATE"            # sample without evaluator: a candidate, judged by the sweep
     INFRA_ERROR = "INFRA_ERROR"        # the evaluator could not judge a candidate
+    AGENT_ERROR = "AGENT_ERROR"        # an agent kept misusing its tools (unknown, bad arguments)
+    TIME_LIMIT = "TIME_LIMIT"          # an agent's working time ran out
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call of an agent's turn and what went back to the model. ``refused``: the call
+    did nothing (unknown tool, arguments that do not fit, nothing to verify, no verify calls
+    left); ``verdict``: what ``verify`` got — public cases only, never a score."""
+
+    call: ToolCall
+    result: str
+    refused: bool = False
+    verdict: Verdict | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,7 @@ class Step:
     candidate: str | None = None
     verdict: Verdict | None = None
     feedback: Message | None = None
+    tools: tuple[ToolUse, ...] = ()    # agent methods: the turn's tool calls, in order
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,13 @@ class Trajectory:
     steps: tuple[Step, ...]
     end: EndReason
     detail: str = ""                   # for people: the budget reason, the LLM error ...
+    final: str | None = None           # agent methods: the candidate the sweep scores
+    artifacts: tuple[tuple[str, str], ...] = ()  # agent-cli: (name, text): transcript, version ...
+
+    @property
+    def verifications(self) -> tuple[ToolUse, ...]:
+        """Every ``verify`` call that reached the verifier (refused ones left out)."""
+        return tuple(t for s in self.steps for t in s.tools if t.verdict is not None)
 
     @property
     def calls(self) -> tuple[LLMCall, ...]:
@@ -113,8 +142,11 @@ class Trajectory:
 
     @property
     def best(self) -> Candidate | None:
-        """The passing candidate with the highest speedup (the latest among equals), else the
-        last candidate, else None."""
+        """An agent's ``final`` candidate; else the passing candidate with the highest speedup
+        (the latest among equals), else the last candidate, else None."""
+        if self.final is not None:
+            return Candidate(self.operator_id, self.final, self.method, self.sample,
+                             model=self.model, label="final")
         best: tuple[float, int] | None = None
         chosen: Step | None = None
         for s in self.steps:
@@ -152,6 +184,7 @@ class TrajectoryContext:
     sweep_budget: Budget | None = None
     call_deadline_s: float = 1800.0
     template_version: str | None = None
+    verifier: Evaluator | None = None  # public cases only: the agent's ``verify`` tool
 
 
 class TrajectoryMethod(abc.ABC):
@@ -162,6 +195,7 @@ class TrajectoryMethod(abc.ABC):
 
     name: ClassVar[str]
     needs_evaluator: ClassVar[bool] = False
+    needs_verifier: ClassVar[bool] = False   # agent methods: a public-case verifier
 
     @abc.abstractmethod
     def samples(self, spec: OperatorSpec) -> int: ...
@@ -200,9 +234,9 @@ class TrajectoryRun:
             reason = self.ctx.sweep_budget.check()
         return reason
 
-    async def ask(self, prompt: Prompt) -> LLMCall:
+    async def ask(self, prompt: Prompt, deadline_s: float | None = None) -> LLMCall:
         """One model call, recorded (persist before use) and charged; a ``BUDGET`` call when a
-        budget is spent (not sent)."""
+        budget is spent (not sent). ``deadline_s`` (at most the context's) bounds this call."""
         ctx = self.ctx
         reason = self.spent()
         if reason is not None:
@@ -212,7 +246,8 @@ class TrajectoryRun:
         else:
             call = await ctx.provider.complete(prompt, model=ctx.model, temperature=self.temperature,
                                                max_tokens=ctx.max_tokens,
-                                               deadline_s=ctx.call_deadline_s)
+                                               deadline_s=ctx.call_deadline_s if deadline_s is None
+                                               else min(deadline_s, ctx.call_deadline_s))
             self.budget.charge(call)
             if ctx.sweep_budget is not None:
                 ctx.sweep_budget.charge(call)
@@ -230,9 +265,10 @@ class TrajectoryRun:
     def add(self, step: Step) -> None:
         self.steps.append(step)
 
-    def finish(self, end: EndReason, detail: str = "") -> Trajectory:
+    def finish(self, end: EndReason, detail: str = "", final: str | None = None) -> Trajectory:
         return Trajectory(operator_id=self.spec.id, method=self.method.name, sample=self.sample,
-                          model=self.ctx.model, steps=tuple(self.steps), end=end, detail=detail)
+                          model=self.ctx.model, steps=tuple(self.steps), end=end, detail=detail,
+                          final=final)
 
 
 def replied(call: LLMCall) -> bool:

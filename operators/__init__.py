@@ -3,7 +3,16 @@
 Imports only torch (never triton, never anything of ours), so every part of the system can use it.
 """
 
-from operators.registry import SpecError, UnknownOperatorError, all_specs, get, ids, register
+from operators.registry import (
+    SpecError,
+    UnknownOperatorError,
+    all_specs,
+    baseline_libraries,
+    canonical_id,
+    get,
+    ids,
+    register,
+)
 from operators.spec import (
     Call,
     Case,
@@ -22,6 +31,6 @@ from operators.spec import (
 
 __all__ = [
     "Call", "Case", "Cost", "EntryPoint", "Expected", "Kind", "Negative", "OperatorSpec", "Out",
-    "Source", "SpecError", "Tier", "Tolerance", "UnknownOperatorError", "all_specs", "case", "get",
-    "ids", "register",
+    "Source", "SpecError", "Tier", "Tolerance", "UnknownOperatorError", "all_specs",
+    "baseline_libraries", "canonical_id", "case", "get", "ids", "register",
 ]

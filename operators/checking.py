@@ -151,7 +151,8 @@ def check(actual: object, expected: Expected, tol: Tolerance,
     """Everything an output must be: a Python number or a plain tensor as the reference says;
     aliasing and strides where the reference asks for them (``layout`` is what the harness saw
     next to the arguments; None skips the aliasing checks); then its values by ``compare``, by a
-    distribution test, or not at all when they are undefined."""
+    distribution test, or not at all when they are undefined (after ``expected.canonical``,
+    where the op leaves some of it unspecified)."""
     if expected.python is not None:
         number = actual if isinstance(actual, PyNumber) else PyNumber.of(actual)
         if number is None:
@@ -198,6 +199,8 @@ def check(actual: object, expected: Expected, tol: Tolerance,
         return None if why is None else Mismatch(why, actual.numel(), actual.numel())
     if not expected.values:
         return None
+    if expected.canonical is not None:  # the parts the op leaves unspecified, made canonical
+        actual = expected.canonical(actual.detach().to(expected.value.device))
     return compare(actual, expected, tol)
 
 

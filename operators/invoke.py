@@ -13,17 +13,20 @@ from typing import Any
 import torch
 
 from operators.checking import Layout, PyNumber, poison_value
-from operators.spec import Call, Out
+from operators.spec import Call, Out, PointerArray
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor],
                 device: str | torch.device) -> Any:
-    """``obj`` with ``fn`` applied to every tensor, recursing into tuples, lists and dicts; a
-    ``torch.device`` argument (where an allocation problem must allocate) becomes ``device``."""
+    """``obj`` with ``fn`` applied to every tensor, recursing into tuples, lists and dicts and
+    to a pointer array's buffer; a ``torch.device`` argument (where an allocation problem must
+    allocate) becomes ``device``."""
     if isinstance(obj, torch.device):
         return torch.device(device)
     if isinstance(obj, torch.Tensor):
         return fn(obj)
+    if isinstance(obj, PointerArray):  # new pointers at the new buffer's addresses
+        return PointerArray(fn(obj.buffer), obj.offsets)
     if isinstance(obj, tuple):
         return tuple(map_tensors(o, fn, device) for o in obj)
     if isinstance(obj, list):
@@ -86,13 +89,14 @@ def prepare(call: Call, device: str | torch.device) -> Call:
 def poison(call: Call) -> None:
     """Fill the call's out-buffers with the poison value of their dtype."""
     for key in call.out_buffers:
-        t = call.arg(key)
+        t = call.buffer(key)
         if isinstance(t, torch.Tensor):
             t.fill_(poison_value(t.dtype))
 
 
 def invoke(fn: Callable[..., Any], call: Call) -> Any:
-    return fn(*call.args, **call.kwargs)
+    args, kwargs = call.passed()
+    return fn(*args, **kwargs)
 
 
 def collect(call: Call, result: Any) -> list[Any]:
@@ -146,7 +150,7 @@ def from_wire(value: Any) -> Any:
 def pick(o: Out, call: Call, result: Any) -> Any:
     if o.where == "arg":
         assert o.key is not None
-        return call.arg(o.key)
+        return call.buffer(o.key)
     if o.key is None:
         return result
     assert isinstance(o.key, int)

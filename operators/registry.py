@@ -14,6 +14,7 @@ import importlib
 import pkgutil
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -142,11 +143,25 @@ def _discover() -> None:
         _discovered = True
 
 
+# The published benchmark names its vLLM problems ``vllm13::`` (vLLM 0.13.0, whose semantics ours
+# follow); that spelling is accepted wherever an id is and means the same problem.
+_ALIASES = {"vllm13::": "vllm::"}
+
+
+def canonical_id(op_id: str) -> str:
+    """``op_id`` with a published alias prefix (``vllm13::``) replaced by ours."""
+    for alias, prefix in _ALIASES.items():
+        if op_id.startswith(alias):
+            return prefix + op_id[len(alias):]
+    return op_id
+
+
 def get(op_id: str) -> OperatorSpec:
-    """The problem with this id; raises :class:`UnknownOperatorError` with suggestions."""
+    """The problem with this id (or a published alias of it); raises
+    :class:`UnknownOperatorError` with suggestions."""
     _discover()
     try:
-        return _specs[op_id]
+        return _specs[canonical_id(op_id)]
     except KeyError:
         raise UnknownOperatorError(op_id, _specs) from None
 
@@ -163,3 +178,22 @@ def all_specs(source: Source | str | None = None) -> list[OperatorSpec]:
 
 def ids() -> list[str]:
     return [s.id for s in all_specs()]
+
+
+def baseline_libraries() -> dict[str, str]:
+    """What each problem's baseline times against on this host (its
+    :meth:`~operators.spec.OperatorSpec.baseline_library`), compactly: per source, the library
+    most of its problems use, and by problem id each problem that uses another (a source's
+    problems may differ: ``vllm::rotary_embedding`` is PyTorch's wherever vLLM imports).
+    Asking imports what the answer depends on (``vllm``), so a worker asks while it may still
+    read the Python installation."""
+    by_source: dict[str, dict[str, str]] = {}
+    for spec in all_specs():
+        by_source.setdefault(spec.source.value, {})[spec.id] = spec.baseline_library()
+    out: dict[str, str] = {}
+    for source, libs in by_source.items():
+        counts = Counter(libs.values())
+        main = max(sorted(counts), key=counts.__getitem__)  # the most used; ties by name
+        out[source] = main
+        out.update({op_id: lib for op_id, lib in libs.items() if lib != main})
+    return out

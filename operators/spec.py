@@ -129,6 +129,36 @@ class Out:
         return f"argument {self.key!r}" if isinstance(self.key, str) else f"argument {self.key}"
 
 
+@dataclass(eq=False)
+class PointerArray:
+    """An argument that is a device array of pointers, as cuBLAS's Batched routines take
+    (``Aarray``, ``Carray``): the candidate receives ``pointers``, a 1-D int64 tensor on the
+    buffer's device whose element ``b`` is the address of element ``offsets[b]`` of ``buffer``.
+    The harness owns the pointees through ``buffer``, so it moves, poisons and checks them like
+    any argument: the buffer is what ``Call.tensor_args`` lists under the argument's key and
+    what an ``Out.arg`` of it checks. ``pointers`` are rebuilt whenever the buffer is (a copy
+    to the device, a dry run's fresh allocation). Pointees may repeat (a broadcast operand);
+    the elements of ``buffer`` no pointee covers must come back as they were."""
+
+    buffer: torch.Tensor
+    offsets: tuple[int, ...]
+    pointers: torch.Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        buf = self.buffer
+        if buf.dim() != 1 or (buf.numel() > 1 and buf.stride(0) != 1):
+            raise ValueError(f"a pointer array's buffer must be 1-D and dense, got shape "
+                             f"{tuple(buf.shape)} with strides {buf.stride()}")
+        self.offsets = tuple(int(o) for o in self.offsets)
+        for o in self.offsets:
+            if not 0 <= o < buf.numel():
+                raise ValueError(f"pointee offset {o} lies outside the buffer of "
+                                 f"{buf.numel()} elements")
+        base, size = buf.data_ptr(), buf.element_size()
+        self.pointers = torch.tensor([base + o * size for o in self.offsets], dtype=torch.int64,
+                                     device=buf.device)
+
+
 @dataclass
 class Call:
     """A concrete invocation of one entry point, made from a case and a seed on the CPU.
@@ -136,7 +166,8 @@ class Call:
     ``mutable`` lists the arguments (positional index or keyword name) the call may write
     (out= buffers, in-place targets); every other tensor argument must come back unchanged.
     ``out_buffers`` (a subset of ``mutable`` the op only writes, never reads) are poisoned by
-    the harness before the call, so unwritten elements show up.
+    the harness before the call, so unwritten elements show up. A :class:`PointerArray`
+    argument stands for its buffer in all of these.
     """
 
     entry: str
@@ -150,11 +181,26 @@ class Call:
         """A positional (int) or keyword (str) argument."""
         return self.args[key] if isinstance(key, int) else self.kwargs[key]
 
+    def buffer(self, key: int | str) -> Any:
+        """The argument as the harness checks it: a pointer array's buffer, else the argument."""
+        value = self.arg(key)
+        return value.buffer if isinstance(value, PointerArray) else value
+
     def tensor_args(self) -> list[tuple[int | str, Any]]:
-        """Every (key, value) whose value is a tensor, positional first."""
+        """Every (key, tensor) of the arguments, positional first; a pointer array gives its
+        buffer."""
         items: list[tuple[int | str, Any]] = list(enumerate(self.args))
         items += list(self.kwargs.items())
-        return [(k, v) for k, v in items if isinstance(v, torch.Tensor)]
+        return [(k, v.buffer if isinstance(v, PointerArray) else v) for k, v in items
+                if isinstance(v, torch.Tensor | PointerArray)]
+
+    def passed(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments as the candidate receives them: a pointer
+        array as its int64 tensor of addresses."""
+        def unwrap(v: Any) -> Any:
+            return v.pointers if isinstance(v, PointerArray) else v
+        return (tuple(unwrap(a) for a in self.args),
+                {k: unwrap(v) for k, v in self.kwargs.items()})
 
 
 @dataclass(frozen=True)
@@ -179,6 +225,15 @@ class Expected:
       ``"float"``, ``"complex"``), as ``Tensor.item()`` returns; ``value`` is it as a 0-d tensor.
     - ``judge``: a random op's output is judged by a distribution test instead of by value
       (see :mod:`operators.distributions`); it returns why the sample fails, or None.
+    - ``canonical``: where the op leaves part of an output unspecified (the order atomics give
+      entries within a group, padding no consumer reads), a function from an output to its
+      canonical form (same shape and dtype, any device); the produced output is compared by
+      value after it, ``value`` being canonical already. Unlike a judge it keeps the output
+      judged by value, so every layer that compares outputs (ghost, replay, determinism)
+      still applies.
+    - ``from_shapes``: the value follows from the arguments' shapes alone (an index map the
+      op writes beside its real results), so ``validate`` does not ask it to depend on the
+      inputs' seed.
     """
 
     value: torch.Tensor
@@ -190,6 +245,8 @@ class Expected:
     values: bool = True
     python: str | None = None
     judge: Any = None  # Callable[[torch.Tensor], str | None]
+    canonical: Any = None  # Callable[[torch.Tensor], torch.Tensor]
+    from_shapes: bool = False
 
     @property
     def by_value(self) -> bool:
@@ -296,6 +353,13 @@ class OperatorSpec:
         Timed against the candidate; also used by ``validate`` as a second-precision check."""
         raise NotImplementedError
 
+    def baseline_library(self) -> str:
+        """Which implementation :meth:`baseline` runs on this host (``"torch"``, ``"vllm"``,
+        ``"cublas"``): verdicts carry it and results are stored under it, since a speed-up means
+        nothing without what it was measured against. Problems whose baseline switches on what
+        the host has installed override this."""
+        return "torch"
+
     def cost(self, case: Case) -> Cost:
         raise NotImplementedError
 
@@ -337,6 +401,8 @@ _DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
     "complex64": torch.complex64,
     "complex128": torch.complex128,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
     "int8": torch.int8,
     "uint8": torch.uint8,
     "int16": torch.int16,

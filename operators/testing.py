@@ -80,7 +80,7 @@ def run_cases(spec: OperatorSpec, source: str, *, tier: Tier = Tier.CPU, seed: i
                 break
         if mismatch is None:
             for key, before in call.tensor_args():
-                if key not in call.mutable and not same_bits(before, dev_call.arg(key)):
+                if key not in call.mutable and not same_bits(before, dev_call.buffer(key)):
                     mismatch = Mismatch(f"input argument {key!r} was modified")
                     break
         outcomes.append(CaseOutcome(c, mismatch=mismatch))

@@ -1,10 +1,11 @@
 """``kgb operators validate``: checks of the problems themselves, not of candidates.
 
-For each correctness case of the tier (and a few hidden ones): the reference is deterministic;
-the tolerance accepts PyTorch's own result computed in the case's precision (a second,
-lower-precision reference) on a fresh seed; outputs depend on the inputs (two seeds differ) and
-are not near-constant. Benchmark cases must fit the memory budget, and every correctness case
-of the full tier (hidden ones over many seeds) the smaller correctness budget.
+For each correctness case of the tier (and a few hidden ones): the reference is deterministic
+and leaves its inputs as they were; the tolerance accepts PyTorch's own result computed in the
+case's precision (a second, lower-precision reference) on a fresh seed; outputs depend on the
+inputs (two seeds differ) and are not near-constant. Benchmark cases must fit the memory
+budget, and every correctness case of the full tier (hidden ones over many seeds) the smaller
+correctness budget.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from operators.checking import check
+from operators.checking import check, same_bits
 from operators.invoke import collect, layouts, prepare
 from operators.spec import Kind, OperatorSpec, Tier
 
@@ -51,7 +52,13 @@ def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345, *,
     cases = spec.public_cases(tier) + list(spec.hidden_cases(random.Random(seed), tier))
     for i, c in enumerate(cases):
         call = spec.make_call(c, torch.Generator().manual_seed(seed + i))
+        pristine = [(k, t.clone()) for k, t in call.tensor_args()]
         exp1 = spec.reference(call)
+        rep.checks += 1
+        for key, before in pristine:
+            if not same_bits(before, call.buffer(key)):
+                # The agent sends the call's inputs to the worker after computing the answer.
+                rep.problems.append(f"{c.name}: reference modifies input argument {key!r}")
         exp2 = spec.reference(spec.make_call(c, torch.Generator().manual_seed(seed + i)))
         rep.checks += 1
         by_value = [i for i, e in enumerate(exp1) if e.by_value]  # undefined/random: no value
@@ -79,7 +86,7 @@ def validate(spec: OperatorSpec, tier: Tier = Tier.CPU, seed: int = 12345, *,
         rep.checks += 1
         other = spec.reference(spec.make_call(c, torch.Generator().manual_seed(seed + 20_000 + i)))
         for e1, e2 in zip(expected, other, strict=True):
-            if spec.kind is Kind.ALLOC or not e1.by_value:
+            if spec.kind is Kind.ALLOC or not e1.by_value or e1.from_shapes:
                 continue  # an allocation's values are its parameters'; random/undefined values
             v1, v2 = e1.value, e2.value
             if v1.numel() > 1 and torch.equal(v1.nan_to_num(), v2.nan_to_num()):

@@ -20,6 +20,7 @@ from protos.records import (
     Stage,
     Status,
     SystemInfo,
+    ToolchainFault,
     Verdict,
 )
 
@@ -67,6 +68,7 @@ def system_to_proto(s: SystemInfo) -> pb.SystemInfo:
         _set_opt(kw, k, getattr(s, k))
     msg = pb.SystemInfo(**kw)
     msg.peak_tflops.update(s.peak_tflops)
+    msg.baselines.update(s.baselines)
     return msg
 
 
@@ -75,6 +77,7 @@ def system_from_proto(m: pb.SystemInfo) -> SystemInfo:
     for k in _SYS_OPTIONAL:
         kw[k] = _opt(m, k)
     kw["peak_tflops"] = dict(m.peak_tflops)
+    kw["baselines"] = dict(m.baselines)
     return SystemInfo(**kw)
 
 
@@ -113,6 +116,21 @@ def _timing_from_proto(m: pb.CaseTiming) -> CaseTiming:
                       launch_bound=m.launch_bound, throttled_discarded=m.throttled_discarded, **kw)
 
 
+def _fault_to_proto(f: ToolchainFault | None) -> pb.ToolchainFault | None:
+    if f is None:
+        return None
+    return pb.ToolchainFault(kind=f.kind, pass_name=f.pass_name, message_hash=f.message_hash,
+                             message=f.message)
+
+
+def _fault_from_proto(m: pb.Verdict) -> ToolchainFault | None:
+    if not m.HasField("toolchain_fault"):
+        return None
+    f = m.toolchain_fault
+    return ToolchainFault(kind=f.kind, pass_name=f.pass_name, message_hash=f.message_hash,
+                          message=f.message)
+
+
 def verdict_to_proto(v: Verdict) -> pb.Verdict:
     return pb.Verdict(
         status=status_to_proto(v.status),  # type: ignore[arg-type]
@@ -125,10 +143,14 @@ def verdict_to_proto(v: Verdict) -> pb.Verdict:
         message=v.message,
         cases=[_case_to_proto(c) for c in v.cases],
         timings=[_timing_to_proto(t) for t in v.timings],
-        findings=[pb.Finding(layer=f.layer, rule=f.rule, evidence=f.evidence) for f in v.findings],
+        findings=[pb.Finding(layer=f.layer, rule=f.rule, evidence=f.evidence, severity=f.severity)
+                  for f in v.findings],
         log=v.log,
         system=system_to_proto(v.system),
         wall_seconds=v.wall_seconds,
+        public_only=v.public_only,
+        toolchain_fault=_fault_to_proto(v.toolchain_fault),
+        baseline=v.baseline,
     )
 
 
@@ -144,10 +166,13 @@ def verdict_from_proto(m: pb.Verdict) -> Verdict:
         message=m.message,
         cases=tuple(_case_from_proto(c) for c in m.cases),
         timings=tuple(_timing_from_proto(t) for t in m.timings),
-        findings=tuple(Finding(f.layer, f.rule, f.evidence) for f in m.findings),
+        findings=tuple(Finding(f.layer, f.rule, f.evidence, f.severity) for f in m.findings),
         log=m.log,
         system=system_from_proto(m.system),
         wall_seconds=m.wall_seconds,
+        public_only=m.public_only,
+        toolchain_fault=_fault_from_proto(m),
+        baseline=m.baseline,
     )
 
 
@@ -155,10 +180,13 @@ def verdict_from_proto(m: pb.Verdict) -> Verdict:
 
 def request_to_proto(r: EvalRequest) -> pb.EvaluateRequest:
     kw: dict[str, Any] = {"request_id": r.request_id, "operator_id": r.operator_id,
-                          "source": r.source, "candidate_name": r.candidate_name}
+                          "source": r.source, "candidate_name": r.candidate_name,
+                          "platform": r.platform}
     _set_opt(kw, "operator_version", r.operator_version)
     if r.skip_timing:
         kw["skip_timing"] = True
+    if r.public_only:
+        kw["public_only"] = True
     return pb.EvaluateRequest(**kw)
 
 
@@ -166,7 +194,9 @@ def request_from_proto(m: pb.EvaluateRequest) -> EvalRequest:
     return EvalRequest(request_id=m.request_id, operator_id=m.operator_id, source=bytes(m.source),
                        operator_version=_opt(m, "operator_version"),
                        candidate_name=m.candidate_name,
-                       skip_timing=bool(_opt(m, "skip_timing")))
+                       skip_timing=bool(_opt(m, "skip_timing")),
+                       public_only=bool(_opt(m, "public_only")),
+                       platform=m.platform)
 
 
 def progress_to_proto(p: Progress) -> pb.Progress:

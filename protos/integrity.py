@@ -15,17 +15,11 @@ what the coordinator's spot-check is for (docs/fleet.md).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-from protos.records import EvalRequest, Status, Verdict
+from protos.records import EvalRequest, Status, Verdict, candidate_id
 
 SHOWN_CHARS = 80  # how much of a mismatched value a message quotes (the agent chose it)
-
-
-def source_digest(source: bytes) -> str:
-    """The content address of a candidate: sha256 of its bytes, hex (what agents report)."""
-    return hashlib.sha256(source).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -37,14 +31,15 @@ class Expected:
     operator_version: int
     candidate_hash: str
     device_model: str | None = None
+    public_only: bool = False
 
     @classmethod
     def of(cls, req: EvalRequest, device_model: str | None = None) -> Expected:
         """From the request as sent; its version must be pinned, or any version would do."""
         if req.operator_version is None:
             raise ValueError(f"request {req.request_id!r} does not pin the operator version")
-        return cls(req.operator_id, req.operator_version, source_digest(req.source),
-                   device_model or None)
+        return cls(req.operator_id, req.operator_version, candidate_id(req.source),
+                   device_model or None, req.public_only)
 
 
 @dataclass(frozen=True)
@@ -74,6 +69,8 @@ def mismatches(expected: Expected, verdict: Verdict) -> tuple[Mismatch, ...]:
     if verdict.operator_version != expected.operator_version:
         out.append(Mismatch("operator_version", str(expected.operator_version),
                             str(verdict.operator_version)))
+    if verdict.public_only != expected.public_only:  # a check must never pass for a score
+        out.append(Mismatch("public_only", str(expected.public_only), str(verdict.public_only)))
     model = expected.device_model
     if model is not None and verdict.device_model.casefold() != model.casefold():
         out.append(Mismatch("device_model", model, verdict.device_model))

@@ -8,8 +8,22 @@ The wire uses the generated protobuf classes; everything else uses these frozen 
 from __future__ import annotations
 
 import enum
+import hashlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+
+def source_bytes(source: str | bytes) -> bytes:
+    """A candidate's bytes. Text becomes UTF-8, with ``surrogateescape`` so that a source read
+    from undecodable bytes gets exactly those bytes back: the agent judges (and hashes) bytes."""
+    return source if isinstance(source, bytes) else source.encode("utf-8", "surrogateescape")
+
+
+def candidate_id(source: str | bytes) -> str:
+    """A candidate's content address: sha256 of :func:`source_bytes`, hex. The only place it is
+    computed: store keys, ``--resume``, request ids and the agent's verdicts all agree on it."""
+    return hashlib.sha256(source_bytes(source)).hexdigest()
 
 
 class Status(str, enum.Enum):
@@ -23,6 +37,9 @@ class Status(str, enum.Enum):
     CHEAT_DETECTED = "CHEAT_DETECTED"
     PASSED = "PASSED"
     INFRA_ERROR = "INFRA_ERROR"
+    # The platform's compiler or runtime crashed or hung on the candidate's code. Unsolved for
+    # the model (the published MC accuracy drops count it so), reported apart per platform.
+    TOOLCHAIN_ERROR = "TOOLCHAIN_ERROR"
 
     @property
     def counts_against_model(self) -> bool:
@@ -54,6 +71,18 @@ class SystemInfo:
     peak_bandwidth_gbps: float | None = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     peak_source: str = ""
+    # The library each problem's baseline times against on this host, as the workers found at
+    # warm-up: per source, plus by problem id where a problem differs (:meth:`baseline_for`).
+    baselines: dict[str, str] = field(default_factory=dict)
+
+    def baseline_for(self, operator_id: str) -> str:
+        """The library ``operator_id``'s baseline times against here ("" where unknown)."""
+        return baseline_for(self.baselines, operator_id)
+
+
+def baseline_for(baselines: Mapping[str, str], operator_id: str) -> str:
+    """``operator_id``'s entry of a :attr:`SystemInfo.baselines` map, else its source's."""
+    return baselines.get(operator_id) or baselines.get(operator_id.split("::", 1)[0], "")
 
 
 @dataclass(frozen=True)
@@ -84,11 +113,34 @@ class CaseTiming:
     temperature_c: float | None = None
 
 
+WARNING = "warning"  # a finding's severity when it is recorded but did not decide the verdict
+
+
 @dataclass(frozen=True)
 class Finding:
     layer: str
     rule: str
     evidence: str
+    severity: str = ""  # "" decided the verdict; WARNING: recorded only
+
+    @property
+    def warning(self) -> bool:
+        return self.severity == WARNING
+
+
+@dataclass(frozen=True)
+class ToolchainFault:
+    """The crash signature of a TOOLCHAIN_ERROR: repeats of one compiler fault share
+    ``(pass_name, message_hash)`` whatever the candidate (docs/platforms.md)."""
+
+    kind: str  # crash | hang | error
+    pass_name: str = ""
+    message_hash: str = ""
+    message: str = ""
+
+    @property
+    def signature(self) -> str:
+        return f"{self.pass_name or '?'}:{self.message_hash}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +159,11 @@ class Verdict:
     log: str = ""
     system: SystemInfo = field(default_factory=SystemInfo)
     wall_seconds: float = 0.0
+    public_only: bool = False          # judged on the public cases only: never a score
+    toolchain_fault: ToolchainFault | None = None
+    # The library the timed cases' baseline ran ("torch", "vllm", "cublas"; "a+b" where cases
+    # differed), reported by the worker that timed them; "" when nothing was timed.
+    baseline: str = ""
 
     @property
     def operator(self) -> str:
@@ -149,6 +206,8 @@ class Verdict:
         data["timings"] = tuple(CaseTiming(**t) for t in d.get("timings", ()))
         data["findings"] = tuple(Finding(**f) for f in d.get("findings", ()))
         data["system"] = SystemInfo(**d.get("system", {}))
+        fault = d.get("toolchain_fault")
+        data["toolchain_fault"] = ToolchainFault(**fault) if fault else None
         return Verdict(**data)
 
 
@@ -163,6 +222,8 @@ class EvalRequest:
     operator_version: int | None = None
     candidate_name: str = ""
     skip_timing: bool = False
+    public_only: bool = False          # public cases only (an agent's verify): never a score
+    platform: str = ""  # the platform the sender routed for ("": any)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Authentication shared by every gRPC service of ours: bearer tokens, TLS, the interceptor.
 
 Both the device agent (``device_agent/server.py``) and the coordinator's agent registry
-(``coordinator/registry_service.py``) serve through this module, and their clients
-(``protos/client.py``, ``protos/registry.py``) dial through it, so one token file format, one
+(``coordinator/fleet/registration.py``) serve through this module, and their clients
+(``protos/client.py``, ``protos/registration.py``) dial through it, so one token file format, one
 header and one way of loading certificates hold everywhere (docs/auth.md).
 
 Tokens are random strings of about 256 bits handed out by ``kgb agent token add``. A tokens file

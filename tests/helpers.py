@@ -56,9 +56,11 @@ def running_agent(*extra_args: str, workers: int = 1, env: dict[str, str] | None
         agent.stop()
 
 
-def evaluate_in_process(platform: Any, op: str, source: str, **evaluator_args: Any) -> Any:
+def evaluate_in_process(platform: Any, op: str, source: str, *, pool_platform: Any = None,
+                        **evaluator_args: Any) -> Any:
     """One candidate through an in-process :class:`Evaluator` on ``platform`` (a ``cpu``
-    platform variant, e.g. one that claims to time or to compile), with one real cpu worker."""
+    platform variant, e.g. one that claims to time or to compile), with one real worker of
+    ``pool_platform`` (default: the cpu platform)."""
     import os
     import tempfile
     import time
@@ -67,13 +69,13 @@ def evaluate_in_process(platform: Any, op: str, source: str, **evaluator_args: A
 
     from device_agent.evaluation import Evaluator
     from device_agent.platforms.cpu import CpuPlatform
-    from device_agent.workers import WorkerPool
+    from device_agent.worker_pool import WorkerPool
     from protos.records import EvalRequest
 
     async def go() -> Any:
         with tempfile.TemporaryDirectory() as root:
             os.chmod(root, 0o711)
-            pool = WorkerPool(CpuPlatform(), 0, 1, Path(root))
+            pool = WorkerPool(pool_platform or CpuPlatform(), 0, 1, Path(root))
             await pool.start()
             try:
                 ev = Evaluator(platform, [pool], b"k", **evaluator_args)
@@ -93,3 +95,16 @@ def softmax_with_libdevice() -> bytes:
         "import triton.language as tl",
         "import triton.language as tl\nfrom triton.language.extra import libdevice", 1)
     return src.encode()
+
+
+# ``trajectory_results`` as a store of schema 5 and older created it (before the reused verdicts
+# and the agent track's columns): tests open such a file to check it migrates and reports.
+OLD_RESULTS_TABLE = """CREATE TABLE trajectory_results (
+    run_id TEXT NOT NULL, platform TEXT NOT NULL, trajectory TEXT NOT NULL,
+    operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, source TEXT NOT NULL,
+    method TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    end_reason TEXT NOT NULL, status TEXT NOT NULL, best_candidate_hash TEXT NOT NULL,
+    speedup REAL, sol_percent REAL, turns INTEGER NOT NULL, candidates INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL,
+    gpu_seconds REAL NOT NULL, detail TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (run_id, platform, trajectory))"""

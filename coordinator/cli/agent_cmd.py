@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from coordinator.local_agent import with_repo_on_path
+from operators.spec import PLATFORMS
 
 _PEM = click.Path(dir_okay=False)
 
@@ -84,7 +85,7 @@ def agent() -> None:
                    "--tokens, or --insecure")
 @click.option("--port", type=click.IntRange(0, 65535), default=50151, show_default=True,
               help="port to listen on (0 picks a free one)")
-@click.option("--platform", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+@click.option("--platform", type=click.Choice(["auto", *sorted(PLATFORMS)]), default="auto",
               show_default=True, help="auto: the GPU if one is visible, else cpu (interpreter)")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="warm sandbox workers per device (default 2 on cpu, 4 per GPU)")

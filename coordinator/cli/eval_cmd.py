@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -15,10 +14,11 @@ import orjson
 import operators
 from coordinator.integrity import Guard
 from coordinator.local_agent import LocalAgent
+from operators.spec import PLATFORMS
 from protos import request_ids
 from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest, NotAuthorized
 from protos.integrity import Expected
-from protos.records import EvalRequest, Verdict
+from protos.records import EvalRequest, Verdict, candidate_id
 from protos.security import AuthConfigError, ClientAuth, ClientAuthFiles
 
 EXIT_AGENT_UNREACHABLE = 3
@@ -87,7 +87,7 @@ def _auth(address: str | None, ca: Path | None, cert: Path | None, key: Path | N
 @click.option("--op", "op_id", required=True, metavar="ID", help="the problem, e.g. aten::add")
 @click.option("--agent", "address", default=None, metavar="HOST:PORT",
               help="a running agent; without it a local agent is started (GPU if present, else cpu)")
-@click.option("--platform", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+@click.option("--platform", type=click.Choice(["auto", *sorted(PLATFORMS)]), default="auto",
               show_default=True, help="platform of the local agent")
 @click.option("--json", "as_json", is_flag=True,
               help="print one JSON object per verdict on stdout (logs stay on stderr)")
@@ -130,7 +130,7 @@ def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: 
         done = _done_keys(out)
         before = len(sources)
         sources = [(p, s) for p, s in sources
-                   if (spec.id, hashlib.sha256(s).hexdigest()) not in done]
+                   if (spec.id, candidate_id(s)) not in done]
         if before != len(sources):
             click.echo(f"resume: {before - len(sources)} candidate(s) already in {out}", err=True)
     if not sources:
@@ -187,7 +187,8 @@ async def _evaluate_all(address: str, spec: operators.OperatorSpec,
                     return path, None, f"agent {address} is quarantined ({why})"
                 req = EvalRequest(request_id=request_ids.fresh("eval"), operator_id=spec.id,
                                   operator_version=spec.version, source=source,
-                                  candidate_name=path.name, skip_timing=no_timing)
+                                  candidate_name=path.name, skip_timing=no_timing,
+                                  platform=desc.system.platform)
                 try:
                     got = await client.evaluate(req, timeout=timeout)
                 except BadRequest as exc:

@@ -1,20 +1,42 @@
-"""``kgb run``: the embedded default job (``kgb report`` prints a stored run again)."""
+"""``kgb run``: the embedded default job (``kgb report`` prints a stored run again).
+
+A local agent (:mod:`coordinator.local_agent`) and a sweep of candidate methods through the one
+sweep engine (:mod:`coordinator.local_run` writes its spec): no pipeline of its own.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 import operators
 from coordinator.report import render_table, result_rows, status_counts, stdout_console
 from coordinator.store import Store, StoreError
+from operators.spec import PLATFORMS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from coordinator.cli.views import RunView
+    from coordinator.engine import SweepOptions, SweepProgress
+    from coordinator.sweep_spec import SweepSpec
+    from protos.records import AgentDescription
+
+EXIT_INTERRUPTED = 130
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 @click.command("run")
-@click.option("--platform", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+@click.option("--platform", type=click.Choice(["auto", *sorted(PLATFORMS)]), default="auto",
               show_default=True, help="platform of the local agent")
 @click.option("--op", "op_ids", multiple=True, metavar="ID",
               help="problems to run (repeatable; default: every problem)")
@@ -36,39 +58,36 @@ def run(platform: str, op_ids: tuple[str, ...], methods: tuple[str, ...],
 
     With no options: the `reference` solutions of every problem, on the GPU if present.
     """
+    from coordinator.sweep_spec import NAME_RE
     from generators import MethodError, create
 
     try:
         ops = tuple(operators.get(i).id for i in op_ids) if op_ids else tuple(operators.ids())
     except operators.UnknownOperatorError as exc:
         raise click.UsageError(str(exc)) from None
-    from coordinator.sweep import MethodSpec, SweepConfig, new_run_id
-
-    method_specs = [MethodSpec(m) for m in methods]
-    method_specs += [MethodSpec("replay", (("path", str(Path(f).resolve())),)) for f in replay_files]
+    chosen: list[tuple[str, dict[str, str]]] = [(m, {}) for m in methods]
+    chosen += [("replay", {"path": str(Path(f).resolve())}) for f in replay_files]
     try:
-        for m in method_specs:
-            create(m.name, **dict(m.options))
+        for name, options in chosen:
+            create(name, **options)
     except MethodError as exc:
         raise click.UsageError(str(exc)) from None
     run_id = run_id or new_run_id()
-    run_dir = runs_dir / run_id
-    config = SweepConfig(run_id=run_id, operators=ops, methods=tuple(method_specs), platform=platform)
-    sys.exit(_run(config, run_dir, platform, metrics_port, workers))
+    if not NAME_RE.match(run_id):
+        raise click.UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-', "
+                               "starting with a letter or digit")
+    sys.exit(_run(run_id, ops, chosen, runs_dir / run_id, platform, metrics_port, workers))
 
 
-def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
-         workers: int | None) -> int:
+def _run(run_id: str, ops: tuple[str, ...], methods: list[tuple[str, dict[str, str]]],
+         run_dir: Path, platform: str, metrics_port: int, workers: int | None) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coordinator.integrity import Guard
+    from coordinator.cli.views import RunView, drive
     from coordinator.local_agent import LocalAgent
     from coordinator.metrics import SweepMetrics
-    from coordinator.sweep import ResultEvent, SweepConfig, init_ray, run_sweep
-    from protos.client import AgentClient, AgentUnreachable
+    from protos.client import AgentUnreachable
 
-    assert isinstance(config, SweepConfig)
     console = Console(stderr=True)
     try:
         store = Store.open_run(run_dir)
@@ -77,48 +96,21 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
         return 1
     metrics = SweepMetrics()
     port = metrics.serve(metrics_port)
-    console.print(f"run {config.run_id}: results in {run_dir}/, metrics on http://127.0.0.1:{port}/metrics")
+    console.print(f"run {run_id}: results in {run_dir}/, metrics on http://127.0.0.1:{port}/metrics")
     agent = LocalAgent(platform=platform, workers=workers, log_path=run_dir / "agent.log")
     try:
         with console.status("starting Ray and a local agent ..."):
-            address = agent.start()
-            init_ray()
-            asyncio.run(agent.wait_serving())
-
-            async def describe() -> object:
-                async with AgentClient(address) as c:
-                    return await c.describe()
-
-            desc = asyncio.run(describe())
-        console.print(f"agent {address}: {desc.system.device_model} "  # type: ignore[attr-defined]
-                      f"({desc.system.platform}), capacity {desc.capacity}")  # type: ignore[attr-defined]
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console) as bar:
-            task_id = bar.add_task("evaluating", total=None, last="")
-
-            def planned(n: int) -> None:
-                metrics.trajectories_planned.set(n)
-                bar.update(task_id, total=n)
-
-            guard = Guard()
-            metrics.integrity_alarms({}, agents=[address])
-
-            def on_event(e: ResultEvent) -> None:
-                metrics.integrity_alarms(guard.totals())
-                bar.advance(task_id)
-                metrics.trajectories_done.inc()
-                if e.verdict is None:
-                    metrics.infra_errors.inc()
-                    bar.update(task_id, last=f"{e.operator_id}: infra error {e.error[:60]}")
-                    return
-                v = e.verdict
-                metrics.verdict(v, source=v.operator_id.split("::")[0],
-                                platform=v.system.platform or platform, method=e.method,
-                                reused=e.reused)
-                bar.update(task_id, last=f"{e.operator_id}: {v.status.value}")
-
-            summary = run_sweep(config, address, desc, store, on_event, planned,  # type: ignore[arg-type]
-                                guard)
+            desc = _start(agent)
+        console.print(f"agent {agent.address}: {desc.system.device_model} "
+                      f"({desc.system.platform}), capacity {desc.capacity}")
+        sweep = _spec(console, run_id, run_dir, ops, methods, desc.system.platform, agent.address)
+        if sweep is None:
+            return 2
+        view = RunView(console, metrics)
+        try:
+            state, progress = asyncio.run(drive(*sweep, view, owner="kgb run"))
+        finally:
+            view.close()
     except AgentUnreachable as exc:
         console.print(f"kgb run: the local agent failed: {exc}", markup=False)
         return 3
@@ -128,11 +120,54 @@ def _run(config: object, run_dir: Path, platform: str, metrics_port: int,
 
         if ray.is_initialized():
             ray.shutdown()
-    rows = result_rows(store.trajectories(config.run_id))
-    stdout_console().print(render_table(rows, title=f"run {config.run_id}"))
+    return _report(console, store, run_id, state, progress, view)
+
+
+def _start(agent: Any) -> AgentDescription:
+    """Start the agent, Ray (while the agent warms up) and wait until the agent serves."""
+    from coordinator.engine import init_ray
+    from protos.client import AgentClient
+
+    address = agent.start()
+    init_ray()
+    asyncio.run(agent.wait_serving())
+
+    async def describe() -> AgentDescription:
+        async with AgentClient(address) as c:
+            return await c.describe()
+
+    return asyncio.run(describe())
+
+
+def _spec(console: Console, run_id: str, run_dir: Path, ops: tuple[str, ...],
+          methods: list[tuple[str, dict[str, str]]], platform: str, address: str
+          ) -> tuple[SweepSpec, SweepOptions] | None:
+    from coordinator.local_run import local_sweep
+    from coordinator.sweep_spec import SweepSpecError
+
+    try:
+        spec, options = local_sweep(run_id, run_dir, ops, methods, platform, address)
+    except SweepSpecError as exc:
+        console.print(f"kgb run: {exc}", markup=False)
+        return None
+    for w in spec.warnings:
+        console.print(f"warning: {w}", markup=False)
+    return spec, options
+
+
+def _report(console: Console, store: Store, run_id: str, state: str, p: SweepProgress,
+            view: RunView) -> int:
+    """The results table (stdout), the summary line, the exit code."""
+    try:
+        rows = result_rows(store.trajectories(run_id))
+    finally:
+        store.close()
+    stdout_console().print(render_table(rows, title=f"run {run_id}"))
     counts = ", ".join(f"{k} {v}" for k, v in sorted(status_counts(rows).items()))
-    console.print(f"{summary.trajectories} trajectories: {counts}; {summary.evaluated} evaluated, "
-                  f"{summary.reused} reused from the store, {summary.infra_errors} infra errors")
-    console.print(f"report again with: kgb report {config.run_id}")
-    store.close()
-    return 0 if summary.infra_errors == 0 else 1
+    infra = p.infra + p.failed
+    console.print(f"{p.planned} trajectories: {counts}; {view.evaluated} evaluated, "
+                  f"{view.reused + p.skipped} reused from the store, {infra} infra errors")
+    console.print(f"report again with: kgb report {run_id}")
+    if state == "interrupted":
+        return EXIT_INTERRUPTED
+    return 0 if state == "complete" and infra == 0 else 1

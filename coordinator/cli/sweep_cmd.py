@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
+import shlex
 import socket
 import sys
 import time
@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from coordinator.cli.report_cmd import check_store_options, open_runs, store_options
+from coordinator.run_status import run_status
 from coordinator.store import DB_NAME, Store
 
 EXIT_INCOMPLETE = 1
@@ -103,7 +104,7 @@ def _take_access(kw: dict[str, Any]) -> dict[str, Any]:
     """Replace the access options in ``kw`` by ``registry_access`` and ``agent_auth``, checked
     now (unreadable files, a key that does not match, an exposed registry): usage errors here,
     not in the fleet's actor once Ray is up."""
-    from coordinator.registry_service import RegistryAccess
+    from coordinator.fleet.registration import RegistryAccess
     from protos.security import AuthConfigError, ClientAuthFiles, ServerTLS, TokenStore, exposure_problem
 
     get = kw.pop
@@ -169,7 +170,7 @@ def run_cmd(spec_path: Path, **kw: Any) -> None:
                 what = st[0] if st else "unknown"
                 raise click.UsageError(
                     f"run {spec.name!r} already exists in {spec.store} (state: {what}); continue it "
-                    f"with `kgb sweep resume {spec.store}`, or give the spec a new sweep.name")
+                    f"with `{resume_hint(spec.store, spec.name)}`, or give the spec a new sweep.name")
         finally:
             store.close()
     sys.exit(_execute(spec, text, str(spec_path), str(spec_path.parent.resolve()), spec.store,
@@ -211,44 +212,70 @@ def resume_cmd(ctx: click.Context, /, run_ref: str, store_path: Path | None, run
 @click.pass_context
 def status_cmd(ctx: click.Context, run_ref: str, store_path: Path | None, runs_dir: Path,
                as_json: bool) -> None:
-    """Where RUN stands: its state, trajectories finished of planned, tokens and cost so far."""
+    """Where RUN stands: its state (a coordinator that is gone is `interrupted`, whatever the
+    store last heard), trajectories finished of planned, tokens and cost so far, and the calls
+    sent without a stored reply (unconfirmed: possibly billed)."""
     import orjson
-
-    from coordinator.sweep_spec import SweepSpecError, parse_spec
 
     check_store_options(ctx, store_path)
     store, run_id, config = _sweep_run(run_ref, store_path, runs_dir)
     try:
-        try:
-            planned: int | None = len(parse_spec(config["spec"], config.get("spec_source", ""),
-                                                 base_dir=config.get("spec_dir", ".")).plan())
-        except SweepSpecError:
-            planned = None
-        results = store.trajectory_results(run_id)
-        by_end: dict[str, int] = {}
-        for r in results:
-            by_end[r.end_reason] = by_end.get(r.end_reason, 0) + 1
-        tokens, cost = store.run_spend(run_id)
-        st = store.run_state(run_id)
-        out: dict[str, Any] = {
-               "run": run_id, "store": str(store.path.parent), "state": st[0] if st else "unknown",
-               "detail": st[1] if st else "", "updated": st[2] if st else None,
-               "planned": planned, "finished": len(results),
-               "solved": sum(1 for r in results if r.solved), "by_end_reason": by_end,
-               "llm_calls": store.llm_call_count(run_id), "tokens": tokens, "cost_usd": cost}
+        out = _status(store, run_id, config)
     finally:
         store.close()
     if as_json:
         click.echo(orjson.dumps(out).decode())
         return
+    _print_status(out)
+
+
+def _status(store: Store, run_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    from coordinator.sweep_spec import SweepSpecError, parse_spec
+
+    try:
+        planned: int | None = len(parse_spec(config["spec"], config.get("spec_source", ""),
+                                             base_dir=config.get("spec_dir", ".")).plan())
+    except SweepSpecError:
+        planned = None
+    results = store.trajectory_results(run_id)
+    by_end: dict[str, int] = {}
+    for r in results:
+        by_end[r.end_reason] = by_end.get(r.end_reason, 0) + 1
+    tokens, cost = store.run_spend(run_id)
+    st = run_status(store, run_id)
+    lost = store.unconfirmed_calls(run_id, before=st.started if st.live else None)
+    return {
+        "run": run_id, "store": str(store.path.parent.resolve()), "state": st.state,
+        "stored_state": st.stored, "why": st.why, "detail": st.detail, "updated": st.updated,
+        "planned": planned, "finished": len(results),
+        "solved": sum(1 for r in results if r.solved), "by_end_reason": by_end,
+        "llm_calls": store.llm_call_count(run_id), "tokens": tokens, "cost_usd": cost,
+        "unconfirmed_calls": sum(u.calls for u in lost),
+        "unconfirmed_resent": sum(u.resent for u in lost),
+        "unconfirmed_tokens_estimate": sum(u.est_tokens for u in lost),
+        "unconfirmed_cost_usd_estimate": sum(u.est_cost_usd for u in lost)}
+
+
+def _print_status(out: dict[str, Any]) -> None:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(out["updated"])) if out["updated"] else "-"
-    click.echo(f"run {run_id} ({out['store']}): {out['state']} since {when}"
-               + (f" — {out['detail']}" if out["detail"] else ""))
+    click.echo(f"run {out['run']} ({out['store']}): {out['state']} since {when}"
+               + (f" — {out['detail']}" if out["detail"] and not out["why"] else "")
+               + (f" — {out['why']} (the store says {out['stored_state']})" if out["why"] else ""))
+    planned = out["planned"]
     click.echo(f"  trajectories: {out['finished']} of {planned if planned is not None else '?'} "
                f"finished, {out['solved']} solved")
-    if by_end:
-        click.echo("  end reasons:  " + ", ".join(f"{k} {v}" for k, v in sorted(by_end.items())))
-    click.echo(f"  model calls:  {out['llm_calls']}, {tokens:,} tokens billed, ${cost:,.4f}")
+    if out["by_end_reason"]:
+        click.echo("  end reasons:  " + ", ".join(f"{k} {v}" for k, v in
+                                                  sorted(out["by_end_reason"].items())))
+    click.echo(f"  model calls:  {out['llm_calls']}, {out['tokens']:,} tokens billed, "
+               f"${out['cost_usd']:,.4f}")
+    if out["unconfirmed_calls"]:
+        click.echo(f"  unconfirmed:  {out['unconfirmed_calls']} calls sent without a stored reply "
+                   f"(possibly billed; about {out['unconfirmed_tokens_estimate']:,} tokens, "
+                   f"${out['unconfirmed_cost_usd_estimate']:,.4f}); "
+                   f"{out['unconfirmed_resent']} re-sent by a resume")
+    if out["state"] in ("interrupted", "cancelled", "incomplete"):
+        click.echo(f"  continue with: {resume_hint(Path(out['store']), out['run'])}")
 
 
 @sweep.command("cancel")
@@ -261,17 +288,16 @@ def cancel_cmd(ctx: click.Context, run_ref: str, store_path: Path | None, runs_d
     check_store_options(ctx, store_path)
     store, run_id, _ = _sweep_run(run_ref, store_path, runs_dir)
     try:
-        st = store.run_state(run_id)
-        if st is None or st[0] not in ("running", "cancelling"):
-            click.echo(f"run {run_id} is not running (state: {st[0] if st else 'unknown'}); "
-                       "nothing to cancel")
+        st = run_status(store, run_id)
+        if st.stored not in ("running", "cancelling"):
+            click.echo(f"run {run_id} is not running (state: {st.stored}); nothing to cancel")
             return
-        if not _owner_alive(st[1]):
+        if not st.live:
             store.set_run_state(run_id, "interrupted", "its coordinator is gone")
-            click.echo(f"run {run_id}: its coordinator is no longer running; marked interrupted "
-                       f"(resume with `kgb sweep resume {store.path.parent}`)")
+            click.echo(f"run {run_id}: {st.why}; marked interrupted "
+                       f"(resume with `{resume_hint(store.path.parent, run_id)}`)")
             return
-        store.set_run_state(run_id, "cancelling", st[1])
+        store.set_run_state(run_id, "cancelling", st.detail)
     finally:
         store.close()
     click.echo(f"run {run_id}: cancel requested; the coordinator stops within a few seconds")
@@ -296,21 +322,14 @@ def _owner() -> str:
     return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
-def _owner_alive(detail: str) -> bool:
-    """Whether the coordinator named in a ``running`` state's detail still runs (unknowable
-    for another host: assumed alive)."""
-    parts = detail.split()
-    if len(parts) != 4 or parts[0] != "pid" or parts[2] != "on":
-        return True
-    if parts[3] != socket.gethostname():
-        return True
-    try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return True
-    return True
+def resume_hint(store_dir: Path, run_id: str) -> str:
+    """The resume command that works from any directory: the store directory, absolute (shell
+    quoted) — or, when the directory is not named after the run (a ``sweep.store`` of its own,
+    perhaps shared by several sweeps), the store file and the run id."""
+    store_dir = Path(store_dir).resolve()
+    if store_dir.name == run_id:
+        return f"kgb sweep resume {shlex.quote(str(store_dir))}"
+    return f"kgb sweep resume --store {shlex.quote(str(store_dir / DB_NAME))} {shlex.quote(run_id)}"
 
 
 def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, *, resume: bool,
@@ -320,18 +339,19 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
              wait_for_agents: float, no_progress: bool, metrics_linger: float) -> int:
     from rich.console import Console
 
+    from coordinator.cli.views import SweepProgressView, drive
+    from coordinator.engine import SweepOptions, init_ray, quiet_gc
     from coordinator.metrics import SweepMetrics
-    from coordinator.sweep_engine import SweepOptions, init_ray, quiet_gc
 
     console = Console(stderr=True)
     db = Path(store_dir) / DB_NAME
     if resume and db.is_file():
         store = Store(db)
-        st = store.run_state(spec.name)
+        st = run_status(store, spec.name)
         store.close()
-        if st is not None and st[0] in ("running", "cancelling") and _owner_alive(st[1]):
-            console.print(f"kgb sweep: run {spec.name!r} is being run by {st[1]}; not starting a "
-                          "second coordinator (`kgb sweep cancel` it first)", markup=False)
+        if st.live:
+            console.print(f"kgb sweep: run {spec.name!r} is being run by {st.detail}; not starting "
+                          "a second coordinator (`kgb sweep cancel` it first)", markup=False)
             return EXIT_INCOMPLETE
     metrics = SweepMetrics()
     try:
@@ -352,12 +372,12 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
                            resume=resume)
     console.print(f"sweep {spec.name}: store {store_dir}, metrics on "
                   f"http://{metrics_host}:{port}/metrics", markup=False)
-    view = _ProgressView(console, metrics, spec, enabled=not no_progress)
+    view = SweepProgressView(console, metrics, enabled=not no_progress)
     try:
         with console.status("starting Ray ...") if not no_progress else _null():
             init_ray(ray_address)
         quiet_gc()
-        state, progress = asyncio.run(_drive(spec, options, view, _owner()))
+        state, progress = asyncio.run(drive(spec, options, view, _owner()))
         view.close()
         _summary(console, spec, state, progress, store_dir)
         if metrics_linger > 0:
@@ -384,99 +404,6 @@ class _null:
         return None
 
 
-async def _drive(spec: Any, options: Any, view: _ProgressView, owner: str) -> tuple[str, Any]:
-    from coordinator.sweep_engine import SweepStop, run_sweep
-
-    stop = SweepStop()
-    loop = asyncio.get_running_loop()
-    def on_signal(why: str) -> None:
-        stop.request(why)
-        view.stopping(stop)
-
-    for sig, why in ((signal.SIGINT, "interrupted (Ctrl-C)"), (signal.SIGTERM, "terminated")):
-        loop.add_signal_handler(sig, on_signal, why)
-    try:
-        return await run_sweep(spec, options, on_progress=view.progress, on_outcome=view.outcome,
-                               on_fleet=view.fleet, stop=stop, owner=owner)
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
-class _ProgressView:
-    """The progress bar (or a line a minute) and the metrics fed from the driver's callbacks."""
-
-    def __init__(self, console: Any, metrics: Any, spec: Any, *, enabled: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.console, self.metrics, self.spec = console, metrics, spec
-        self.bar = (Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
-                             console=console, refresh_per_second=4) if enabled else None)
-        self.task: Any = None
-        self.last_line = time.monotonic()
-        self.eval_in_flight = 0
-        self.last: Any = None
-        if self.bar is not None:
-            self.bar.start()
-            self.task = self.bar.add_task("trajectories", total=None, info="")
-
-    def _info(self, p: Any) -> str:
-        return (f"solved {p.solved} | in flight {p.in_flight} | {p.tokens:,} tok "
-                f"${p.cost_usd:,.2f}" + (f" | failed {p.failed}" if p.failed else ""))
-
-    def progress(self, p: Any) -> None:
-        self.last = p
-        self.metrics.progress(p.planned, p.skipped + p.done)
-        self.metrics.in_flight(p.in_flight, self.eval_in_flight)
-        if self.bar is not None:
-            self.bar.update(self.task, total=p.planned - p.skipped, completed=p.done + p.failed,
-                            info=self._info(p))
-        elif time.monotonic() - self.last_line > 60:
-            self.last_line = time.monotonic()
-            self.console.print(f"{p.skipped + p.done}/{p.planned} trajectories; {self._info(p)}",
-                               markup=False)
-
-    def outcome(self, o: Any, p: Any) -> None:
-        m = self.metrics
-        planned = o.planned
-        for call in o.calls:
-            m.llm_call(planned.model, planned.method, call)
-        source = planned.operator_id.split("::")[0]
-        for v, reused in o.verdicts:
-            m.verdict(v, source=source, platform=planned.platform, method=planned.method,
-                      reused=reused)
-        if o.result is not None:
-            m.trajectory_finished(method=planned.method, end_reason=o.result.end_reason,
-                                  solved=o.result.solved)
-
-    def fleet(self, status: dict[str, Any]) -> None:
-        self.eval_in_flight = int(status.get("in_flight", 0))
-        self.metrics.fleet(status.get("rows", []))
-        self.metrics.integrity_alarms(status.get("alarms", {}),
-                                      agents=[a[0] for a in status.get("agents", [])])
-        if self.last is not None:
-            self.metrics.in_flight(self.last.in_flight, self.eval_in_flight)
-
-    def stopping(self, stop: Any) -> None:
-        msg = ("stopping at once" if stop.hard else
-               "stopping: waiting for calls already sent (Ctrl-C again to stop at once)")
-        self.console.print(msg, markup=False)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
 def _summary(console: Any, spec: Any, state: str, p: Any, store_dir: Path) -> None:
     elapsed = time.monotonic() - p.started
     console.print(f"sweep {spec.name}: {state} — {p.skipped + p.done} of {p.planned} trajectories "
@@ -490,5 +417,6 @@ def _summary(console: Any, spec: Any, state: str, p: Any, store_dir: Path) -> No
     for e in p.errors[:5]:
         console.print(f"  failed: {e}", markup=False)
     if state != "complete":
-        console.print(f"  continue with: kgb sweep resume {store_dir}", markup=False)
-    console.print(f"  report: kgb report {store_dir}", markup=False)
+        console.print(f"  continue with: {resume_hint(store_dir, spec.name)}", markup=False)
+    console.print(f"  report: kgb report {shlex.quote(str(Path(store_dir).resolve()))}",
+                  markup=False)

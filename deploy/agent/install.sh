@@ -91,7 +91,7 @@ from pathlib import Path
 
 import device_agent
 import device_agent.server  # noqa: F401  the gRPC service and everything it loads
-import device_agent.worker  # noqa: F401  what a sandbox worker loads
+import device_agent.sandboxed_worker  # noqa: F401  what a sandboxed worker loads
 import operators
 import pynvml  # noqa: F401  NVML bindings (they load without a driver)
 import pyseccomp  # noqa: F401  the sandbox's filter: finds libseccomp (libseccomp2) or fails

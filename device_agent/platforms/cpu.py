@@ -9,6 +9,9 @@ never the candidate's fault:
 - libdevice calls (``tl.extra.libdevice``, ``tl.extra.cuda.libdevice``) are mapped onto numpy;
 - ``tl.dot`` on bfloat16 inputs (the interpreter multiplies the raw bits) widens the operands to
   float32 exactly and accumulates in float32, as the GPU does;
+- the gaps where the interpreter runs a kernel differently from compiled Triton (``and``/``or``
+  on tensors, ``~`` on unsigned ints, bf16 comparisons, float arguments, constexpr dtypes, fp8
+  casts) are shimmed in ``interpreter_gaps``;
 - anything else the interpreter cannot run (``NotImplementedError`` raised inside it) is
   reported as a platform limit (``INFRA_ERROR``), never as a candidate failure.
 """
@@ -19,12 +22,18 @@ import math
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from device_agent.platforms.base import base_system_info, cpu_model_name
+from device_agent.platforms.base import Peaks, base_system_info, cpu_model_name
+from device_agent.platforms.registry import register_platform
+from device_agent.platforms.toolchain import NO_TOOLCHAIN, ToolchainFrames
 from protos.records import SystemInfo
 
+if TYPE_CHECKING:
+    from device_agent.timing import Timer
 
+
+@register_platform("cpu", auto_rank=100)  # auto's fallback: always available
 class CpuPlatform:
     name: str = "cpu"
     torch_device: str = "cpu"
@@ -32,6 +41,11 @@ class CpuPlatform:
     timings_meaningful: bool = False
     compiles_kernels: bool = False
     profiles_device: bool = False
+    baseline_library: str = "PyTorch's CPU kernels (ATen), for correctness only"
+    compiler_limits: tuple[str, ...] = (
+        "Triton's interpreter: what it cannot run (NotImplementedError inside it) is INFRA_ERROR",
+    )
+    toolchain: ToolchainFrames = NO_TOOLCHAIN  # nothing compiles: the interpreter runs the AST
 
     def available(self) -> bool:
         return True
@@ -61,6 +75,14 @@ class CpuPlatform:
 
     def is_platform_limit(self, exc: BaseException) -> bool:
         return is_interpreter_limit(exc)
+
+    def peaks(self) -> Peaks | None:
+        return None  # no speed-of-light: nothing timed here is reported
+
+    def timer(self, device: str) -> Timer:
+        from device_agent.timing import WallTimer
+
+        return WallTimer()
 
 
 # ---- the interpreter's gaps ------------------------------------------------------------------
@@ -321,9 +343,12 @@ def _patch_benchmarking() -> None:
 
 def install_interpreter_support() -> None:
     """Install the patches (idempotent). Called in cpu workers before any candidate import."""
+    from device_agent.platforms import interpreter_gaps
+
     _patch_libdevice()
     _patch_numerics()
     _patch_benchmarking()
+    interpreter_gaps.install()  # after _patch_numerics: it wraps the casts patched there
 
 
 def is_interpreter_limit(exc: BaseException) -> bool:

@@ -111,6 +111,18 @@ PLATFORM_NOTES_V1: Mapping[str, str] = MappingProxyType({
         "assembly (`tl.inline_asm_elementwise`) or other GPU-only features. A float32 `tl.dot` "
         "is rounded as TF32 unless you pass `input_precision=\"ieee\"`, exactly as on a GPU."
     ),
+    # Added with the rocm platform (issue #28); the notes above are unchanged.
+    "rocm": (
+        "Platform `rocm`: an AMD Instinct GPU (CDNA, e.g. MI300X) through PyTorch's ROCm build "
+        "and Triton's AMD backend. Tensors live on `cuda` (the ROCm build keeps that device "
+        "string); allocate on the inputs' device (`device=x.device`). A wavefront is 64 lanes, "
+        "not 32: `num_warps=4` is 256 threads. There is no TMA, warp specialisation or Hopper "
+        "`wgmma`; `tl.dot` runs on MFMA matrix cores. Correctness is checked first, then your "
+        "kernels are timed against the ROCm libraries (rocBLAS/hipBLASLt, MIOpen) on large "
+        "inputs, so choose block sizes, warps and stages for this GPU (`@triton.autotune` is "
+        "allowed). Pass `input_precision=\"ieee\"` to a float32 `tl.dot` when full float32 "
+        "precision is needed."
+    ),
 })
 
 # ---- the worked example (v1) ------------------------------------------------------------------

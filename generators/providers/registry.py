@@ -1,7 +1,7 @@
 """Provider kinds by name: decorator-only registration, loud errors, lazy loading.
 
-The provider modules are imported on first lookup (``http``, the HTTP client, is not a provider
-module; nor are ``base``, ``limits``, ``pricing`` and this one).
+The provider modules are imported on first lookup (the modules in ``_NOT_PROVIDERS`` — the
+transport, the shared records and readers, the limits, prices, presets and this one — are not).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 P = TypeVar("P", bound="type[Provider]")
 _kinds: dict[str, type[Provider]] = {}
 _loaded = False
-_NOT_PROVIDERS = {"base", "http", "limits", "pricing", "registry"}
+_NOT_PROVIDERS = {"attempts", "base", "config", "limits", "options", "presets", "pricing",
+                  "registry", "stream", "transport", "wire"}
 
 
 def register_provider(kind: str) -> Callable[[P], P]:

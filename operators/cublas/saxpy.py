@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from operators.cublas import _blas, _cublas
 from operators.inputs import randn
 from operators.registry import register
 from operators.spec import (
@@ -69,11 +70,6 @@ NEGATIVE_DENSE_Y = SOLUTION.replace(
 _GRID_N = (1, 32, 71, 160, 497, 1024, 4113, 4096, 5333)
 _GRID_ALPHA = (0.0, 1.0, -1.5, 0.3)
 _INCS = (1, 2, 3)
-
-
-def _f32(v: float) -> float:
-    """The value cuBLAS sees: alpha is passed as a C float."""
-    return float(torch.tensor(v, dtype=torch.float32).item())
 
 
 @register("cublas::cublasSaxpy_v2", version=1, kind=Kind.COMPUTE)
@@ -151,7 +147,7 @@ class Saxpy(OperatorSpec):
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         n, alpha, x, incx, y, incy = call.args
-        alpha = _f32(alpha)
+        alpha = _blas.as_real(alpha, "float32")  # cuBLAS takes a C float
         x64 = x.double()[: (n - 1) * incx + 1: incx]
         value = y.double().clone()
         scale = torch.zeros_like(value)
@@ -161,8 +157,15 @@ class Saxpy(OperatorSpec):
         yv.add_(ax)
         return (Expected(value, torch.float32, scale),)
 
+    def baseline_library(self) -> str:
+        return _cublas.library()
+
     def baseline(self, call: Call) -> object:
         n, alpha, x, incx, y, incy = call.args
+        if x.is_cuda and _cublas.available():
+            _cublas.call("cublasSaxpy_v2", n, _cublas.scalar(alpha, torch.float32, x.device),
+                         x, incx, y, incy)
+            return None
         xv = x.as_strided((n,), (incx,))
         yv = y.as_strided((n,), (incy,))
         yv.add_(xv, alpha=alpha)  # cuBLAS saxpy on GPU, a vectorised loop on CPU

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import torch
 
-from operators.inputs import randn
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -24,6 +23,8 @@ from operators.spec import (
     Tolerance,
     case,
 )
+from operators.vllm import _baseline
+from operators.vllm._rms import FLOATS, grid_cases, normalized64, rows_input, torch_rms_norm
 
 SOLUTION = r'''
 import torch
@@ -120,10 +121,6 @@ NEGATIVE_BLOCK_MEAN = SOLUTION.replace(
     "mean_sq = tl.sum(x * x, axis=1) / n_cols", "mean_sq = tl.sum(x * x, axis=1) / BLOCK_N"
 )
 
-_FLOATS = ("float16", "bfloat16", "float32")
-_GRID = ((1, 32), (71, 497), (128, 512), (1024, 4096), (5333, 8192))
-
-
 @register("vllm::rms_norm", version=1, kind=Kind.COMPUTE)
 class RmsNorm(OperatorSpec):
     entry_points = (
@@ -174,14 +171,8 @@ class RmsNorm(OperatorSpec):
             # Small inputs (mean square ~1e-6), so epsilon matters.
             case("rms_norm", "float32", (9, 64), eps=1e-5, weight="randn", std=1e-3, cpu=True),
         ]
-        for shape in _GRID:
-            for dt in _FLOATS:
-                for eps in (1e-6, 1e-5):
-                    for w in ("ones", "randn"):
-                        c = case("rms_norm", dt, shape, eps=eps, weight=w)
-                        if not any(c.name == o.name for o in cs):
-                            cs.append(c)
-        for dt in _FLOATS:
+        cs += grid_cases("rms_norm", cs)
+        for dt in FLOATS:
             cs += [
                 case("rms_norm", dt, (1000, 4096), eps=1e-6, weight="randn", row_pad=1024),
                 case("rms_norm", dt, (4, 333, 2048), eps=1e-5, weight="randn"),
@@ -194,7 +185,7 @@ class RmsNorm(OperatorSpec):
     def hidden_cases(self, rng: random.Random, tier: Tier) -> Sequence[Case]:
         small = tier is Tier.CPU
         out = []
-        for dt in _FLOATS:
+        for dt in FLOATS:
             rows = rng.randrange(1, 40 if small else 3000)
             hidden = rng.randrange(8, 300 if small else 9000)
             eps = rng.choice([1e-6, 1e-5])
@@ -219,37 +210,33 @@ class RmsNorm(OperatorSpec):
 
     def make_call(self, c: Case, gen: torch.Generator) -> Call:
         dt = c.torch_dtype
-        shape = c.shape
-        hidden = shape[-1]
-        pad = int(c.get("row_pad", 0))
-        std = float(c.get("std", 1.0))
-        if pad:
-            # A column slice of a wider tensor: rows strided by hidden + pad.
-            wide = randn((*shape[:-1], hidden + pad), dt, gen, std=std)
-            x = wide[..., :hidden]
-        else:
-            x = randn(shape, dt, gen, std=std)
-        weight = torch.ones(hidden, dtype=dt) if c["weight"] == "ones" else randn((hidden,), dt, gen)
-        out = torch.empty(shape, dtype=dt)
+        hidden = c.shape[-1]
+        x = rows_input(c.shape, dt, gen, row_pad=int(c.get("row_pad", 0)),
+                       std=float(c.get("std", 1.0)))
+        weight = torch.ones(hidden, dtype=dt) if c["weight"] == "ones" else rows_input(
+            (hidden,), dt, gen)
+        out = torch.empty(c.shape, dtype=dt)
         return Call(c.entry, (out, x, weight, float(c["eps"])), outputs=(Out.arg(0),),
                     mutable=frozenset({0}), out_buffers=frozenset({0}))
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         out, x, weight, eps = call.args
-        x64 = x.double()
-        w64 = weight.double()
-        rms = torch.sqrt(x64.pow(2).mean(dim=-1, keepdim=True) + eps)
-        value = x64 / rms * w64
-        scale = x64.abs() * w64.abs() / rms
+        value, scale = normalized64(x.double(), weight.double(), eps)
         return (Expected(value, out.dtype, scale),)
 
     def baseline(self, call: Call) -> object:
-        # vLLM is not installed: an efficient PyTorch implementation of the same semantics
-        # (torch's fused rms_norm accumulates in float32), copied into out.
+        # vLLM's kernel where vLLM is installed (device tensors); else PyTorch's fused RMS norm
+        # (float32 accumulation) copied into out.
         out, x, weight, eps = call.args
-        y = torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
-        out.copy_(y)
+        ops = _baseline.custom_ops()
+        if ops is not None and x.device.type != "cpu":
+            ops.rms_norm(out, x, weight, eps)
+            return None
+        out.copy_(torch_rms_norm(x, weight, eps))
         return None
+
+    def baseline_library(self) -> str:
+        return _baseline.library()
 
     def cost(self, c: Case) -> Cost:
         n = 1

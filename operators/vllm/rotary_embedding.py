@@ -24,6 +24,7 @@ from operators.spec import (
     Tolerance,
     case,
 )
+from operators.vllm._rope import cos_sin_cache
 
 SOLUTION = r'''
 import torch
@@ -98,13 +99,6 @@ NEGATIVE_ROT_HEAD_STRIDE = SOLUTION.replace(
 ).replace("        d1 = h * head_size + 2 * i\n", "        d1 = h * (2 * half) + 2 * i\n")
 
 _FLOATS = ("float16", "bfloat16", "float32")
-
-
-def _cos_sin_cache(max_position: int, rot_dim: int, base: float, dtype: torch.dtype) -> torch.Tensor:
-    """vLLM's cache: row p = [cos(p * inv_freq), sin(p * inv_freq)], in fp64 then rounded."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim))
-    freqs = torch.arange(max_position, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(dtype)
 
 
 def _rope(tokens, heads, kv, hs, dt, *, rot, neox, cpu=False, maxpos=4096, layout="contiguous"):
@@ -217,7 +211,7 @@ class RotaryEmbedding(OperatorSpec):
             query = randn((tokens, q_w), dt, gen)
             key = randn((tokens, k_w), dt, gen)
         positions = randint((tokens,), torch.int64, gen, low=0, high=maxpos)
-        cache = _cos_sin_cache(maxpos, rot, 10000.0, dt)
+        cache = cos_sin_cache(maxpos, rot, 10000.0, dt)
         return Call(c.entry, (positions, query, key, hs, cache, bool(c["is_neox"])),
                     outputs=(Out.arg(1), Out.arg(2)), mutable=frozenset({1, 2}))
 

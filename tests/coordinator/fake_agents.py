@@ -35,6 +35,7 @@ class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServic
         self.model = model
         self.calls: list[str] = []
         self.unhealthy = False
+        self.baselines: dict[str, str] = {}  # what its Describe says the baselines are
 
     async def Check(self, request: health_pb2.HealthCheckRequest,
                     context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
@@ -46,7 +47,7 @@ class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServic
         suite = tuple((s.id, s.version) for s in operators.all_specs())
         return convert.description_to_proto(AgentDescription(
             agent_id="fake", harness_version="test",
-            system=SystemInfo(platform="cpu", device_model=self.model),
+            system=SystemInfo(platform="cpu", device_model=self.model, baselines=self.baselines),
             devices=(DeviceInfo(0, self.model, capacity=1, busy=self.busy),), suite=suite,
             capacity=1, queue_depth=0, max_queue=8, timings_meaningful=False))
 
@@ -100,13 +101,14 @@ async def _wait(future: asyncio.Future[tuple[str, FakeAgent]]) -> tuple[str, Fak
 
 def honest_verdict(req: EvalRequest, status: Status, message: str = "",
                    model: str = FAKE_MODEL) -> Verdict:
-    """What an honest agent says about ``req``: the operator, version, candidate hash it was
-    sent and the device model it describes."""
+    """What an honest agent says about ``req``: the operator, version, candidate hash and
+    evaluation mode (public only or not) it was sent and the device model it describes."""
     version = req.operator_version if req.operator_version is not None else \
         operators.get(req.operator_id).version
     return Verdict(status=status, operator_id=req.operator_id, operator_version=version,
                    candidate_hash=hashlib.sha256(req.source).hexdigest(),
-                   request_id=req.request_id, device_model=model, message=message)
+                   request_id=req.request_id, device_model=model, message=message,
+                   public_only=req.public_only)
 
 
 async def passes_another_candidate(req: EvalRequest, context: grpc.aio.ServicerContext) -> Verdict:

@@ -15,7 +15,8 @@ from coordinator.export import TABLES, ExportError, TableSpec, export_run, iter_
 from coordinator.store import Store
 from tests.coordinator.test_report import RESULTS, RUN, chash, populate
 
-NAMES = ["runs", "trajectory_results", "llm_calls", "verdicts", "candidates", "trajectories"]
+NAMES = ["runs", "trajectory_results", "llm_calls", "llm_intents", "verdicts", "candidates",
+         "trajectories", "run_states", "trajectory_artifacts"]
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_an_empty_table_keeps_its_schema(tmp_path: Path, pq: Any) -> None:
     s = Store(tmp_path / "kgb.sqlite")
     s.add_run("bare", {})
     done = export_run(s, "bare", tmp_path / "out", "parquet")
-    assert {t.table: t.rows for t in done} == dict(zip(NAMES, [1, 0, 0, 0, 0, 0], strict=True))
+    assert {t.table: t.rows for t in done} == dict(zip(NAMES, [1, 0, 0, 0, 0, 0, 0, 0, 0], strict=True))
     llm = pq.read_table(tmp_path / "out" / "llm_calls.parquet")
     assert llm.num_rows == 0 and llm.schema.names == [c.name for c in _spec("llm_calls").columns]
     export_run(s, "bare", tmp_path / "j", "jsonl")
@@ -158,3 +159,30 @@ def test_kgb_export_cli(store: Store, tmp_path: Path) -> None:
     r = CliRunner().invoke(kgb, ["export", RUN, "--store", str(db), "--format", "csv",
                                  "--out", str(tmp_path / "o")])
     assert r.exit_code == 2
+
+
+def test_the_export_rebuilds_the_reports_numbers(tmp_path: Path) -> None:
+    """What docs/reports.md's pandas lines do, in plain Python: the headline accuracy per (model,
+    method, platform, source) from ``trajectory_results.jsonl`` and the named sizes, equal to the
+    report's; and the run's state is there too."""
+    from coordinator.report import read_report
+    from coordinator.report_metrics import SOURCE_SIZES
+    from tests.coordinator.test_report_paper import RUN as PAPER
+    from tests.coordinator.test_report_paper import make_store
+    store = make_store(tmp_path / "s")
+    store.set_run_state(PAPER, "complete", "done")
+    export_run(store, PAPER, tmp_path / "out", "jsonl")
+    out = tmp_path / "out"
+    rows = [orjson.loads(x) for x in (out / "trajectory_results.jsonl").read_bytes().splitlines()]
+    solved: dict[tuple[str, str, str, str], set[str]] = {}
+    for r in rows:
+        if r["status"] == "PASSED":
+            key = (r["model"], r["method"], r["platform"], r["source"])
+            solved.setdefault(key, set()).add(r["operator_id"])
+    rebuilt = {k: len(v) / SOURCE_SIZES[k[3]] for k, v in solved.items()}
+    report = {(m.model, m.method, m.platform, m.source): m.accuracy
+              for m in read_report(store, PAPER).metrics if m.solved}
+    assert rebuilt == {k: v for k, v in report.items() if k[3] != "all"} and len(rebuilt) == 6
+    states = [orjson.loads(x) for x in (out / "run_states.jsonl").read_bytes().splitlines()]
+    assert [(s["run_id"], s["state"]) for s in states] == [(PAPER, "complete")]
+    store.close()

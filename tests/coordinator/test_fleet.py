@@ -34,8 +34,8 @@ from coordinator.fleet import (
     backoff_delay,
     choose,
 )
+from coordinator.fleet.registration import RegistryServer
 from coordinator.local_agent import LocalAgent
-from coordinator.registry_service import RegistryServer
 from coordinator.sweep_spec import AgentSpec
 from generators.evaluation import Evaluator
 from protos.client import AgentClient
@@ -44,7 +44,7 @@ from protos.records import (
     Status,
     Verdict,
 )
-from protos.registry import AgentLoad, Registration
+from protos.registration import AgentLoad, Registration
 from tests.coordinator.fake_agents import fake, honest_verdict
 from tests.helpers import until
 
@@ -513,7 +513,7 @@ def test_identical_concurrent_evaluations_share_one_call() -> None:
 def test_heartbeats_drive_lease_and_draining_without_an_agent_process() -> None:
     """The registry's rules on their own: unknown agents must register, a draining heartbeat
     stops new work at once, a malformed registration is refused."""
-    from protos.registry import Heartbeat, RegistrationRefused, RegistryClient, UnknownAgent
+    from protos.registration import Heartbeat, RegistrationRefused, RegistryClient, UnknownAgent
 
     async def go() -> None:
         async with fake(passes) as (address, agent), Fleet([], replace(FAST, lease_s=5.0)) as fleet:

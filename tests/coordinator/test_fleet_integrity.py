@@ -24,18 +24,17 @@ from rich.console import Console
 
 import operators
 from coordinator.cli import kgb
-from coordinator.fleet import AgentState, AttemptOutcome, Fleet, FleetConfig
+from coordinator.engine.router import FleetRouter
+from coordinator.fleet import AgentEvaluator, AgentState, AttemptOutcome, Fleet, FleetConfig
 from coordinator.integrity import Guard
 from coordinator.local_agent import LocalAgent
 from coordinator.metrics import SweepMetrics
 from coordinator.report import render_disputes
 from coordinator.spot_check import SpotOutcome
 from coordinator.store import Store
-from coordinator.sweep_engine import FleetRouter
 from coordinator.sweep_spec import AgentSpec
-from generators.evaluation import AgentEvaluator, candidate_hash
 from protos.client import AgentClient
-from protos.records import EvalRequest, Status, Verdict
+from protos.records import EvalRequest, Status, Verdict, candidate_id
 from protos.request_ids import is_valid
 from tests.coordinator.fake_agents import Behaviour, fake, fake_in_thread, honest_verdict
 
@@ -101,8 +100,8 @@ def test_a_lying_agent_gets_infra_error_an_alarm_and_quarantine(lie: str) -> Non
                 Fleet([AgentSpec(address, "cpu")], FAST) as fleet:
             r = await fleet.evaluate("cpu", ADD.id, garbage("1"))
             assert r.verdict.status is Status.INFRA_ERROR and r.agent is None
-            assert r.verdict.candidate_hash == candidate_hash(garbage("1"))  # what was sent
-            assert is_valid(r.request_id) and candidate_hash(garbage("1"))[:8] not in r.request_id
+            assert r.verdict.candidate_hash == candidate_id(garbage("1"))  # what was sent
+            assert is_valid(r.request_id) and candidate_id(garbage("1"))[:8] not in r.request_id
             (first, *_) = r.attempts
             assert first.outcome is AttemptOutcome.UNTRUSTED and lie in first.detail
             assert fleet.guard.totals() == {(address, "mismatch"): 1}
@@ -118,7 +117,7 @@ def test_a_lying_agent_gets_infra_error_an_alarm_and_quarantine(lie: str) -> Non
 
 
 def test_quarantine_survives_deregistering_and_registering_again() -> None:
-    from protos.registry import AgentLoad, Registration
+    from protos.registration import AgentLoad, Registration
 
     async def go() -> None:
         async with fake(rogue("candidate_hash")) as (address, agent), Fleet([], FAST) as fleet:
@@ -188,7 +187,7 @@ def test_sweep_stores_nothing_from_a_rogue_and_the_honest_agent_keeps_serving(
                 await router.close()
         rows = _stored(tmp_path)
         assert sorted(s for _, s, _ in rows) == ["COMPILE_ERROR"] * 4 + ["PASSED"]
-        assert {h for h, s, _ in rows if s == "PASSED"} == {candidate_hash(ADD.solution)}
+        assert {h for h, s, _ in rows if s == "PASSED"} == {candidate_id(ADD.solution)}
 
     asyncio.run(go())
 
@@ -240,7 +239,7 @@ def test_spot_check_disputes_are_stored_and_confirmed_passes_stand(tmp_path: Pat
         try:
             (d,) = store.disputes()
             assert (d.candidate_hash, d.passed_by, d.refuted_by, d.second_status) == \
-                (candidate_hash(garbage("x")), bad, good, Status.WRONG_ANSWER)
+                (candidate_id(garbage("x")), bad, good, Status.WRONG_ANSWER)
             console = Console(record=True, width=240)
             console.print(render_disputes(store.disputes()))
             shown = console.export_text()
@@ -278,7 +277,7 @@ def test_agent_evaluator_refuses_a_rogue_and_stops_asking_it() -> None:
             async with AgentEvaluator(address, timeout_s=10) as ev:
                 v = await ev.evaluate(ADD.id, garbage("1"))
                 assert v.status is Status.INFRA_ERROR and "operator_version" in v.message
-                assert v.candidate_hash == candidate_hash(garbage("1"))
+                assert v.candidate_hash == candidate_id(garbage("1"))
                 v = await ev.evaluate(ADD.id, garbage("2"))
                 assert v.status is Status.INFRA_ERROR and "not trusted" in v.message
             assert len(agent.calls) == 1
@@ -300,29 +299,29 @@ def test_kgb_eval_writes_no_verdict_from_a_rogue(tmp_path: Path) -> None:
 
 
 def test_kgb_run_path_stores_nothing_from_a_rogue(tmp_path: Path) -> None:
+    """``kgb run``'s sweep (one agent, candidates judged one at a time): the rogue is caught on
+    the first candidate and never asked again; the rest end as infrastructure failures."""
     import ray
 
-    from coordinator.sweep import MethodSpec, SweepConfig, init_ray, run_sweep
+    from coordinator.engine import init_ray, run_sweep
+    from coordinator.local_run import local_sweep
 
     ops = tuple(operators.ids()[:4])
-    store = Store.open_run(tmp_path)
-    guard = Guard()
+    alarms: dict[tuple[str, str], int] = {}
     with fake_in_thread(rogue("candidate_hash")) as (address, agent):
-        async def describe() -> object:
-            async with AgentClient(address) as c:
-                return await c.describe()
-
+        spec, options = local_sweep("rogue", tmp_path, ops, [("reference", {})], "cpu", address,
+                                    evaluations_in_flight=1)
         init_ray(num_cpus=1)
         try:
-            config = SweepConfig("rogue", ops, (MethodSpec("reference"),), max_in_flight=1)
-            summary = run_sweep(config, address, asyncio.run(describe()), store,  # type: ignore[arg-type]
-                                guard=guard)
+            state, progress = asyncio.run(run_sweep(
+                spec, options, on_fleet=lambda status: alarms.update(status["alarms"])))
         finally:
             ray.shutdown()
+    store = Store.open_run(tmp_path)
     try:
-        assert summary.trajectories == 4 and summary.infra_errors == 4 and summary.evaluated == 0
+        assert state == "incomplete" and progress.planned == 4 and progress.infra == 4
         assert store.db.execute("SELECT COUNT(*) FROM verdicts").fetchone() == (0,)
-        assert guard.totals() == {(address, "mismatch"): 1}
+        assert alarms == {(address, "mismatch"): 1}
         assert len(agent.calls) == 1  # one at a time: caught on the first, never asked again
         assert all(row.verdict is None for row in store.trajectories("rogue"))
     finally:

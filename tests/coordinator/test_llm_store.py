@@ -22,10 +22,11 @@ import pytest
 
 import generators
 import operators
+from coordinator.fleet import AgentEvaluator
 from coordinator.recorded_provider import RecordedProvider, ResumeMismatchError, idempotency_key_of
 from coordinator.store import Store, TrajectoryKey
 from generators import EndReason, Trajectory, TrajectoryContext
-from generators.evaluation import AgentEvaluator, Evaluator
+from generators.evaluation import Evaluator
 from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
 from generators.providers import EndpointConfig, ModelPrice, PriceTable, create
 from operators.aten.add import NEGATIVE_NO_ALPHA

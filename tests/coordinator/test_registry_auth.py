@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 import operators
 from coordinator.fleet import AgentSnapshot, AgentState, Fleet, FleetConfig
+from coordinator.fleet.registration import RegistryAccess, RegistryServer
 from coordinator.local_agent import LocalAgent
-from coordinator.registry_service import RegistryAccess, RegistryServer
 from coordinator.sweep_spec import AgentSpec, SweepSpecError, parse_spec
 from protos.records import Status
-from protos.registry import (
+from protos.registration import (
     AgentLoad,
     Heartbeat,
     Registration,

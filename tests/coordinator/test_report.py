@@ -28,7 +28,7 @@ from coordinator.report import (
 )
 from coordinator.store import Store, TrajectoryKey, TrajectoryResult
 from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
-from protos.records import Status, Verdict
+from protos.records import CaseTiming, Status, Verdict
 
 RUN = "r1"
 CODER = "org/coder"   # a model with "/" in its name, as hosted models have
@@ -40,21 +40,24 @@ def chash(text: str) -> str:
 
 def res(ref: str, method: str, model: str, sample: int, status: Status | None, *, end: str = "",
         platform: str = "cuda", speedup: float | None = None, sol: float | None = None,
-        candidates: int | None = None, gpu: float = 1.0, run: str = RUN) -> TrajectoryResult:
+        candidates: int | None = None, gpu: float = 1.0, run: str = RUN,
+        baseline: str = "") -> TrajectoryResult:
     op, version = ref.split("@")
     key = TrajectoryKey(op, int(version), method, model, sample)
     end = end or ("SOLVED" if status is Status.PASSED else "TURNS_EXHAUSTED")
     ncand = candidates if candidates is not None else (1 if status is not None else 0)
     best = chash(f"{run}/{platform}/{key}") if status is not None else ""
     return TrajectoryResult(run, platform, key, op.split("::")[0], end, status, best, speedup, sol,
-                            1, ncand, 0, 0, 0.0, gpu, "")
+                            1, ncand, 0, 0, 0.0, gpu, "", baseline=baseline)
 
 
 # Group A: (org/coder, sample, aten, cuda). aten::add: 4 samples, 2 pass; aten::mul: 3 scored
 # samples, none passes, plus one INFRA_ERROR trajectory that is not scored.
 GROUP_A = [
-    res("aten::add@1", "sample", CODER, 0, Status.PASSED, speedup=2.0, sol=40.0, gpu=1.5),
-    res("aten::add@1", "sample", CODER, 1, Status.PASSED, speedup=0.5, sol=20.0, gpu=1.5),
+    res("aten::add@1", "sample", CODER, 0, Status.PASSED, speedup=2.0, sol=40.0, gpu=1.5,
+        baseline="torch"),
+    res("aten::add@1", "sample", CODER, 1, Status.PASSED, speedup=0.5, sol=20.0, gpu=1.5,
+        baseline="torch"),
     res("aten::add@1", "sample", CODER, 2, Status.WRONG_ANSWER, gpu=1.5),
     res("aten::add@1", "sample", CODER, 3, Status.COMPILE_ERROR, gpu=1.5),
     res("aten::mul@1", "sample", CODER, 0, Status.WRONG_ANSWER, gpu=1.5),
@@ -63,7 +66,8 @@ GROUP_A = [
     res("aten::mul@1", "sample", CODER, 3, None, end="INFRA_ERROR", candidates=1, gpu=1.5),
 ]
 # Group B: (org/coder, sample, vllm, cuda): one sample, solved.
-GROUP_B = [res("vllm::rms_norm@2", "sample", CODER, 0, Status.PASSED, speedup=8.0, sol=80.0, gpu=2.0)]
+GROUP_B = [res("vllm::rms_norm@2", "sample", CODER, 0, Status.PASSED, speedup=8.0, sol=80.0, gpu=2.0,
+              baseline="vllm")]
 # Group C: (org/coder, refine, aten, cpu): no timings on cpu; a solved trajectory whose run then
 # ended on an infra error still counts as solved.
 GROUP_C = [
@@ -197,7 +201,7 @@ def test_group_accuracy_pass_at_k_and_speed() -> None:
     a = _group(rep.groups, CODER, "sample", "aten")
     assert (a.trajectories, a.excluded, a.scored) == (8, 1, 7)
     assert (a.problems, a.solved_problems, a.solved_trajectories) == (2, 1, 2)
-    assert a.accuracy == 0.5
+    assert a.attempted_accuracy == 0.5
     p = {x.k: x for x in a.pass_at}
     assert p[1].value == pytest.approx((2 / 4 + 0 / 3) / 2) and p[1].problems == 2
     assert p[2].value == pytest.approx(((1 - 1 / 6) + 0.0) / 2)      # add: 1 - C(2,2)/C(4,2)
@@ -206,22 +210,30 @@ def test_group_accuracy_pass_at_k_and_speed() -> None:
     assert a.speedup_geomean == pytest.approx(1.0)                   # sqrt(2.0 * 0.5)
     assert a.sol_percent_mean == pytest.approx(30.0) and a.timed == 2
     assert a.fast_1 == pytest.approx(1 / 7)                          # one of 7 scored beats PyTorch
+    assert a.baseline == "torch"                                     # what the speed-ups are over
 
     b = _group(rep.groups, CODER, "sample", "vllm")
-    assert (b.accuracy, b.pass_at[0].value, b.fast_1) == (1.0, 1.0, 1.0)
-    assert b.speedup_geomean == pytest.approx(8.0)
+    assert (b.attempted_accuracy, b.pass_at[0].value, b.fast_1) == (1.0, 1.0, 1.0)
+    assert b.speedup_geomean == pytest.approx(8.0) and b.baseline == "vllm"
     assert b.pass_at[1].value is None  # one sample: no pass@2
 
     c = _group(rep.groups, CODER, "refine", "aten")
-    assert (c.problems, c.solved_problems, c.excluded, c.accuracy) == (2, 2, 0, 1.0)
+    assert (c.problems, c.solved_problems, c.excluded, c.attempted_accuracy) == (2, 2, 0, 1.0)
     assert c.pass_at[0].value == pytest.approx((1 / 2 + 1 / 1) / 2)
     assert c.speedup_geomean is None and c.sol_percent_mean is None
-    assert c.fast_1 is None  # solved, but nothing was timed (cpu)
+    assert c.fast_1 is None and c.baseline == ""  # solved, but nothing was timed (cpu)
 
     d = _group(rep.groups, "m2", "sample", "cublas")
     assert (d.trajectories, d.excluded, d.scored, d.problems) == (4, 1, 3, 1)
-    assert d.accuracy == 0.0 and d.pass_at[0].value == 0.0
+    assert d.attempted_accuracy == 0.0 and d.pass_at[0].value == 0.0
     assert d.fast_1 == 0.0 and d.speedup_geomean is None
+
+
+def test_a_group_whose_speed_ups_are_over_different_baselines_names_each() -> None:
+    rows = [res("cublas::cublasSgemm_v2@1", "sample", "m2", i, Status.PASSED, speedup=1.5,
+                baseline=b) for i, b in enumerate(("cublas", "torch", "cublas"))]
+    (g,) = build_report(RUN, rows, [], ks=(1,)).groups
+    assert g.baseline == "cublas+torch"
 
 
 def test_only_unsolved_system_failures_are_excluded() -> None:
@@ -230,7 +242,7 @@ def test_only_unsolved_system_failures_are_excluded() -> None:
     assert not is_excluded(GROUP_A[5]) and not is_excluded(GROUP_D[2])  # LLM error, budget
     only_infra = [res("aten::add@1", "sample", CODER, 0, None, end="INFRA_ERROR")]
     g = build_report(RUN, only_infra, []).groups[0]
-    assert (g.problems, g.accuracy, g.fast_1, g.pass_at[0].value) == (0, None, None, None)
+    assert (g.problems, g.attempted_accuracy, g.fast_1, g.pass_at[0].value) == (0, None, None, None)
 
 
 # ---- the funnel -----------------------------------------------------------------------------------
@@ -238,7 +250,8 @@ def test_only_unsolved_system_failures_are_excluded() -> None:
 def test_funnel_depth_maps_each_status_to_the_stage_it_failed() -> None:
     depth = {s: funnel_depth(res("aten::add@1", "m", "x", 0, s)) for s in Status
              if s is not Status.INFRA_ERROR}
-    assert depth == {Status.REJECTED: 2, Status.COMPILE_ERROR: 3, Status.RUNTIME_ERROR: 4,
+    assert depth == {Status.REJECTED: 2, Status.COMPILE_ERROR: 3, Status.TOOLCHAIN_ERROR: 3,
+                     Status.RUNTIME_ERROR: 4,
                      Status.TIMEOUT: 4, Status.WRONG_ANSWER: 5, Status.CHEAT_DETECTED: 6,
                      Status.PASSED: 8}
     assert funnel_depth(res("aten::add@1", "m", "x", 0, None, end="LLM_ERROR")) == 1
@@ -341,11 +354,19 @@ def test_report_json_shape(store: Store, tmp_path: Path) -> None:
     lines = out.splitlines()
     assert len(lines) == 1
     doc = orjson.loads(lines[0])
-    assert set(doc) == {"run", "report", "ks", "groups", "funnels", "funnel_total", "costs", "cost_total"}
-    assert (doc["run"], doc["report"], doc["ks"]) == (RUN, "sweep", [1, 2])
+    assert set(doc) == {"schema_version", "run", "report", "ks", "groups", "funnels",
+                        "funnel_total", "costs", "cost_total", "track", "warnings", "state",
+                        "state_why", "scope", "bootstrap", "metrics"}
+    assert (doc["schema_version"], doc["run"], doc["report"], doc["ks"]) == (3, RUN, "sweep", [1, 2])
+    assert "accuracy" not in doc["groups"][0]   # renamed in schema 3, never redefined
+    for row in (*doc["costs"], doc["cost_total"]):  # unconfirmed calls beside the billed ones
+        assert {"billed_calls", "unconfirmed_calls", "unconfirmed_tokens_estimate",
+                "unconfirmed_cost_usd_estimate", "reused_verdicts", "reused_gpu_seconds"} <= set(row)
+    assert doc["cost_total"]["unconfirmed_calls"] == 0
     g = next(x for x in doc["groups"] if (x["model"], x["source"]) == (CODER, "aten")
              and x["method"] == "sample")
-    assert g["accuracy"] == 0.5 and g["problems"] == 2 and g["excluded"] == 1
+    assert g["attempted_accuracy"] == 0.5 and g["problems"] == 2 and g["excluded"] == 1
+    assert g["baseline"] == "torch"  # through the store's trajectory_results
     assert g["pass_at"][1] == {"k": 2, "value": pytest.approx(5 / 12), "problems": 2}
     assert [s["count"] for s in doc["funnel_total"]["stages"]] == [14, 13, 11, 10, 8, 6, 5, 5]
     assert doc["funnel_total"]["end_reasons"][0] == ["BUDGET_SPENT", 1]
@@ -359,7 +380,8 @@ def test_report_tables(store: Store, tmp_path: Path) -> None:
     code, out, err = invoke("report", RUN, "--store", str(db))
     assert code == 0, err
     for text in ("pass@1", "status funnel", "produced a candidate", "not cheating", "cost/solved",
-                 "unknown", "$0.0325", "2,800", "50.0%", "1.00x", "end reasons: BUDGET_SPENT 1"):
+                 "unknown", "$0.0325", "2,800", "50.0%", "1.00x", "end reasons: BUDGET_SPENT 1",
+                 " vs ", "vllm"):
         assert text in out, text
     code, out, _ = invoke("report", RUN, "--store", str(db), "--k", "4")
     assert code == 0 and "pass@4" in out and "100.0% (1/2)" in out  # mul has too few samples
@@ -374,8 +396,24 @@ def test_report_of_a_kgb_run_run_keeps_its_per_trajectory_output(tmp_path: Path)
     code, out, _ = invoke("report", "legacy", "--runs-dir", str(tmp_path / "runs"), "--json")
     assert code == 0
     assert [orjson.loads(x)["status"] for x in out.splitlines()] == ["PASSED"]
+    assert [orjson.loads(x)["baseline"] for x in out.splitlines()] == [""]
     code, out, _ = invoke("report", str(tmp_path / "runs" / "legacy"))
     assert code == 0 and "aten::add" in out and "PASSED" in out
+    assert " vs " not in out  # nothing timed: no column for what speed-ups are over
+
+
+def test_a_kgb_run_table_says_what_each_speed_up_is_over(tmp_path: Path) -> None:
+    s = Store.open_run(tmp_path / "runs" / "timed")
+    s.add_run("timed", {"kind": "run"})
+    s.add_trajectory("timed", "cublas::cublasSgemm_v2", "reference", "", 0, "reference", chash("g"))
+    s.add_verdict(Verdict(Status.PASSED, "cublas::cublasSgemm_v2", 1, chash("g"),
+                          device_model="NVIDIA H200", baseline="torch",
+                          timings=(CaseTiming("c", True, 10.0, speedup=0.9),)))
+    s.close()
+    code, out, _ = invoke("report", "timed", "--runs-dir", str(tmp_path / "runs"), "--json")
+    assert code == 0 and [orjson.loads(x)["baseline"] for x in out.splitlines()] == ["torch"]
+    code, out, _ = invoke("report", "timed", "--runs-dir", str(tmp_path / "runs"))
+    assert code == 0 and " vs " in out and "torch" in out and "0.90x" in out
 
 
 def test_unknown_run_lists_the_known_runs(store: Store, tmp_path: Path) -> None:
@@ -407,3 +445,25 @@ def test_report_of_a_store_file_reports_every_run(store: Store, tmp_path: Path) 
     code, out, _ = invoke("report", str(tmp_path / "runs" / RUN / "kgb.sqlite"), "--json")
     assert code == 0
     assert [orjson.loads(x)["run"] for x in out.splitlines()] == [RUN, "r2"]
+
+
+def test_warnings_are_counted_per_method_from_the_best_candidates_verdicts(store: Store) -> None:
+    """A PASSED candidate with warning-level static findings shows them in the report, per
+    (model, method); decisive findings are not warnings."""
+    from protos.records import WARNING, Finding
+
+    def verdict(r: TrajectoryResult, findings: tuple[Finding, ...]) -> Verdict:
+        assert r.status is not None
+        return Verdict(r.status, r.key.operator_id, r.key.operator_version, r.best_candidate_hash,
+                       device_model="cpu", harness_version="t", findings=findings)
+
+    warn = Finding("static", "torch-call", "line 9: `torch.equal` ...", WARNING)
+    store.add_verdict(verdict(GROUP_C[0], (warn, warn)))
+    store.add_verdict(verdict(GROUP_C[1], (Finding("runtime", "dispatch-guard", "x"), warn)))
+    store.add_verdict(verdict(GROUP_A[0], ()))
+    rep = read_report(store, RUN)
+    rows = {(w.model, w.method): w for w in rep.warnings}
+    refine, sample = rows[(CODER, "refine")], rows[(CODER, "sample")]
+    assert refine.judged >= 2 and (refine.warned, refine.warnings) == (2, 3)
+    assert sample.judged >= 1 and (sample.warned, sample.warnings) == (0, 0)
+    assert rep.to_json()["warnings"][0]["warnings"] in (0, 3)

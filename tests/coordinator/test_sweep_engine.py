@@ -25,15 +25,15 @@ from typing import Any
 import orjson
 import pytest
 
-from coordinator.store import DB_NAME, Store
-from coordinator.sweep_engine import (
+from coordinator.engine import (
     CANDIDATES,
     SweepOptions,
-    _shard,
-    generator_count,
     init_ray,
     run_sweep,
+    runner_count,
+    shard_limits,
 )
+from coordinator.store import DB_NAME, Store
 from coordinator.sweep_spec import load_spec
 from protos.records import Status, Verdict
 from tests.coordinator.sweeping import (
@@ -169,9 +169,9 @@ def test_a_killed_coordinator_resumes_without_resending_or_reevaluating(
     """SIGKILL to the coordinator's process group mid-sweep, then resume: every stored call is
     replayed, every result and verdict exactly once, and the LLM's own books equal the store's."""
     with fake_llm(tmp_path, "--latency-s", "1.0") as llm:
-        # two generators share the endpoint: the books must hold across them too
+        # two runners share the endpoint: the books must hold across them too
         spec_path = write_spec(tmp_path / "s.toml", "killed", llm, two_agents, samples=30,
-                               concurrency=8, extra="generators_per_endpoint = 2")
+                               concurrency=8, extra="runners_per_endpoint = 2")
         store_dir = load_spec(spec_path).store
         proc = kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")
         wait_for(lambda: _finished_so_far(store_dir, "killed") >= 10,
@@ -277,7 +277,7 @@ def test_a_killed_agents_work_moves_to_the_other(ray_local: None, tmp_path: Path
 def test_a_sweep_runs_on_a_multi_node_ray_cluster(two_agents: list[str], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Two Ray nodes on this machine (a head and a worker, each its own raylet); the coordinator
-    joins with --ray-address and its generators spread over both."""
+    joins with --ray-address and its trajectory runners spread over both."""
     from ray.cluster_utils import Cluster
 
     # a cluster on loopback (the node processes read this when they start)
@@ -370,25 +370,27 @@ def _spec_with(tmp_path: Path, concurrency: int, extra: str = "") -> Any:
                                 extra=extra))
 
 
-def test_generators_per_endpoint_follow_nodes_and_generations_in_flight(tmp_path: Path) -> None:
-    # one per node (up to 8), at least one per 600 generations in flight, the spec's own count
-    # when given; never more than the endpoint's HTTP slots; one for the candidate methods
-    assert generator_count(_spec_with(tmp_path, 64), "fake", 1) == 1
-    assert generator_count(_spec_with(tmp_path, 64), "fake", 3) == 3
-    assert generator_count(_spec_with(tmp_path, 64), "fake", 20) == 8
-    assert generator_count(_spec_with(tmp_path, 1200), "fake", 1) == 2
-    assert generator_count(_spec_with(tmp_path, 1201), "fake", 1) == 3
-    assert generator_count(_spec_with(tmp_path, 64, "generators_per_endpoint = 5"), "fake", 1) == 5
-    few = _spec_with(tmp_path, 16, "generators_per_endpoint = 40")  # max_concurrency is 16
-    assert generator_count(few, "fake", 1) == 16
-    assert generator_count(few, CANDIDATES, 4) == 1
+def test_runners_per_endpoint_follow_nodes_and_trajectories_in_flight(tmp_path: Path) -> None:
+    # one per node (up to 8), at least one per 600 trajectories in flight, the spec's own count
+    # when given (under its old key too); never more than the endpoint's HTTP slots; one for the
+    # candidate methods
+    assert runner_count(_spec_with(tmp_path, 64), "fake", 1) == 1
+    assert runner_count(_spec_with(tmp_path, 64), "fake", 3) == 3
+    assert runner_count(_spec_with(tmp_path, 64), "fake", 20) == 8
+    assert runner_count(_spec_with(tmp_path, 1200), "fake", 1) == 2
+    assert runner_count(_spec_with(tmp_path, 1201), "fake", 1) == 3
+    assert runner_count(_spec_with(tmp_path, 64, "runners_per_endpoint = 5"), "fake", 1) == 5
+    assert runner_count(_spec_with(tmp_path, 64, "generators_per_endpoint = 5"), "fake", 1) == 5
+    few = _spec_with(tmp_path, 16, "runners_per_endpoint = 40")  # max_concurrency is 16
+    assert runner_count(few, "fake", 1) == 16
+    assert runner_count(few, CANDIDATES, 4) == 1
 
 
-def test_generators_share_an_endpoints_limits_exactly(tmp_path: Path) -> None:
+def test_runners_share_an_endpoints_limits_exactly(tmp_path: Path) -> None:
     config = dataclasses.replace(_spec_with(tmp_path, 64).endpoint("fake"), max_concurrency=10,
                                  requests_per_minute=90.0, tokens_per_minute=1000.0)
-    parts = [_shard(config, 3, i) for i in range(3)]
+    parts = [shard_limits(config, 3, i) for i in range(3)]
     assert [p.max_concurrency for p in parts] == [4, 3, 3]
     assert sum(p.requests_per_minute or 0 for p in parts) == pytest.approx(90.0)
     assert sum(p.tokens_per_minute or 0 for p in parts) == pytest.approx(1000.0)
-    assert _shard(config, 1, 0) == config
+    assert shard_limits(config, 1, 0) == config

@@ -7,7 +7,7 @@ coordinator and the generators import beyond them; constraints.txt pins each of 
 
 Two views: the source (every import statement, read with ``ast``, mapped to the distribution
 that provides it in this environment) and a fresh interpreter in which ``ray``, ``click``,
-``rich``, ``coordinator`` and ``generators`` cannot be imported, which still loads every agent
+``rich``, ``aiohttp``, ``coordinator`` and ``generators`` cannot be imported, which still loads every agent
 module and runs ``python -m device_agent serve --help``. (tests/device_agent/test_process.py
 serves real evaluations through ``kgb agent serve`` with Ray and the LLM SDKs shadowed;
 tests/deploy/test_install.py installs the base package into an empty environment.)
@@ -50,7 +50,8 @@ DEPARTURES = {
     ("protos/generate.py", "grpc_tools"),
 }
 # Never needed by an agent: the coordinator's, the generators' and the tests' own.
-BLOCKED = ("ray", "click", "rich", "coordinator", "generators", "pyarrow", "yaml", "pytest")
+BLOCKED = ("ray", "click", "rich", "aiohttp", "coordinator", "generators", "pyarrow", "yaml",
+           "pytest")
 # Candidate files under tests/ are data, not project code (ruff skips them too).
 DATA = tuple(d + "/" for d in PYPROJECT["tool"]["ruff"]["extend-exclude"] if d.startswith("tests/"))
 
@@ -257,7 +258,7 @@ def test_agent_loads_and_starts_without_coordinator_code() -> None:
     assert result["loaded"] >= 100 and result["problems"] >= 100, result
 
 
-@pytest.mark.parametrize("blocked", ["click", "rich"])
+@pytest.mark.parametrize("blocked", ["click", "rich", "aiohttp"])
 def test_kgb_without_the_coordinator_extra_says_what_to_install(blocked: str) -> None:
     script = _WITHOUT_COORDINATOR.split("loaded = 0")[0] + "from coordinator.entry import main\nmain()\n"
     r = subprocess.run([sys.executable, "-c", script, blocked], capture_output=True, text=True,

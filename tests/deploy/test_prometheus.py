@@ -191,7 +191,8 @@ REFINE_T, SAMPLE_T = 0.0, 0.5  # the methods' temperatures: how the fake LLM tel
 
 # Replies by route (problem | temperature | turn), so the sweep's concurrent trajectories get the
 # same replies whatever the order. Every coordinator metric moves: all token kinds; OK /
-# TRUNCATED / BUDGET / RATE_LIMITED calls and a retried one; PASSED / WRONG_ANSWER /
+# TRUNCATED / BUDGET / RATE_LIMITED calls and a retried one (its first attempt billed, then
+# dropped mid-reply: an unconfirmed call); PASSED / WRONG_ANSWER /
 # COMPILE_ERROR / INFRA_ERROR verdicts and a reused one; six end reasons; two models, two
 # methods, two sources; a dead agent in the fleet. Replies are delayed so the work spreads over
 # many scrapes.
@@ -206,7 +207,8 @@ SCRIPT = {"endpoints": {
                                                                  "completion_tokens": 4096}}]}},
     "reasoner": {"routes": {
         f"{ADD.id}|{REFINE_T}|1": [{"kind": "error", "status": 429, "delay_s": 2.0}],
-        f"{ADD.id}|{SAMPLE_T}|1": [{"kind": "error", "status": 500, "delay_s": 1.0},
+        # billed, then the connection drops mid-reply (an unconfirmed attempt); the retry answers
+        f"{ADD.id}|{SAMPLE_T}|1": [_anthropic("drop", _fenced(ADD.solution), 1500, 600, 0, 1.0),
                                    _anthropic("ok", _fenced(ADD.solution), 1500, 600, 0, 1.5)],
         f"{SAXPY.id}|{REFINE_T}|1": [_anthropic("ok", _fenced(SAXPY.solution), 800, 300, 200, 1.5)],
         # the same file again once the first is judged: its verdict comes from the store

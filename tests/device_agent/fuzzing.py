@@ -272,10 +272,12 @@ def rpc_details(exc: grpc.RpcError) -> str:
 
 # ---- the worker's result channel, as a candidate can write it ----------------------------------
 # A candidate runs in the worker process: it can write any bytes to the channel's descriptor, or
-# find the worker's Channel object (and its nonce) and send any message the codec can encode.
+# find the worker's end of the channel (device_agent.protocol.AgentChannel: its socket and its
+# nonce) and send any message the codec can encode.
 DTYPE_NAMES = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8",
                "uint8", "int16", "int32", "int64", "bool"]
-SPECIAL_KEYS = ["__tensor__", "__dtype__", "__device__", "__float__", "__tuple__", "__dict__"]
+SPECIAL_KEYS = ["__tensor__", "__dtype__", "__device__", "__float__", "__tuple__", "__dict__",
+                "__complex__"]
 
 
 def _st() -> Any:
@@ -408,6 +410,75 @@ def worker_messages() -> Any:
         return msg
 
     return message()
+
+
+def typed_worker_messages(kinds: tuple[str, ...] = (), faithful: bool = False) -> Any:
+    """Reports as the typed protocol (``device_agent.protocol``) spells them: a kind's own
+    field names, each value mostly of the field's declared type (records as objects of their
+    own fields), sometimes of another; now and then a field left out or one added
+    (``faithful``: always every field, of its type: what gets past the agent's strict decoding
+    to the code that judges reports). Of the report kinds ``kinds`` (default: all). Never
+    ``platform_limit`` true (see :func:`worker_messages`)."""
+    import dataclasses
+    import typing
+
+    from device_agent import protocol, wire_records
+
+    st = _st()
+    junk = worker_messages().map(lambda m: m.get("index"))
+
+    def of(hint: Any) -> Any:
+        """Values of the type ``hint`` (the protocol's field types)."""
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if hint is typing.Any:
+            return st.one_of(st.none(), st.integers(-3, 3), st.floats(), st.text(max_size=4),
+                             tensors(), st.fixed_dictionaries({"py": st.just("int"),
+                                                               "text": st.just("3")}))
+        if origin in (typing.Union, __import__("types").UnionType):
+            return st.one_of(*(of(a) for a in args))
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return record(hint)
+        if origin in (list, tuple, frozenset):
+            item = args[0] if len(args) in (1, 2) and (len(args) == 1 or args[1] is Ellipsis) \
+                else None
+            if item is None:  # a fixed-size tuple
+                return st.tuples(*(of(a) for a in args)).map(list)
+            return st.lists(of(item), max_size=3)
+        if origin is dict:
+            return st.dictionaries(st.sampled_from(["0", "1", "out", "x"]), of(args[1]),
+                                   max_size=3)
+        simple = {int: st.integers(-2, 40), float: st.floats(allow_nan=False, width=32),
+                  str: st.text(max_size=12), bool: st.booleans(), type(None): st.none()}
+        if hint in simple:
+            return simple[hint]
+        return tensors()  # torch.Tensor
+
+    def tensors() -> Any:
+        return st.builds(_tensor, st.sampled_from(DTYPE_NAMES),
+                         st.lists(st.integers(0, 4), max_size=3))
+
+    def record(cls: Any) -> Any:
+        hints = wire_records.field_types(cls)
+
+        @st.composite
+        def build(draw: Any) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, hint in hints.items():
+                if not faithful and draw(st.integers(0, 19)) == 0:
+                    continue  # left out
+                out[name] = draw(of(hint) if faithful or draw(st.integers(0, 9)) else junk)
+            if not faithful and draw(st.integers(0, 19)) == 0:
+                out["extra"] = 1
+            if "platform_limit" in out:
+                out["platform_limit"] = False
+            return out
+
+        return build()
+
+    classes = sorted((c for c in protocol._REPORTS.values() if not kinds or c.KIND in kinds),
+                     key=lambda c: c.KIND)
+    return st.sampled_from(classes).flatmap(
+        lambda cls: record(cls).map(lambda fields: {"type": cls.KIND, **fields}))
 
 
 def _tensor(dtype: str, shape: list[int]) -> Any:

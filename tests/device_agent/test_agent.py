@@ -17,6 +17,7 @@ import operators
 from protos.client import AgentClient, BadRequest
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
 from protos.records import EvalRequest, Progress, Stage, Status, Verdict
+from tests.helpers import running_agent
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "candidates"
 ADD = operators.get("aten::add")
@@ -52,8 +53,30 @@ def test_health_and_describe(cpu_agent: str) -> None:
             assert not d.timings_meaningful
             assert ("aten::add", ADD.version) in d.suite
             assert d.harness_version
+            # Learned from the workers at warm-up: no vLLM and no CUDA here.
+            assert d.system.baselines == {"aten": "torch", "vllm": "torch", "cublas": "torch"}
 
     asyncio.run(go())
+
+
+def test_describe_names_vllms_kernels_where_vllm_imports_on_the_workers(
+        agent_secret_env: None, tmp_path: Path) -> None:
+    """A stand-in ``vllm._custom_ops`` on the agent's import path: its workers find vLLM at
+    warm-up, so Describe says the vLLM problems time against vLLM's kernels (all but
+    rotary_embedding, whose baseline is PyTorch's wherever vLLM is)."""
+    pkg = tmp_path / "standin" / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_custom_ops.py").write_text('"""A stand-in: vLLM imports here."""\n')
+
+    async def describe(address: str) -> dict[str, str]:
+        async with AgentClient(address) as c:
+            return (await c.describe()).system.baselines
+
+    with running_agent(workers=1, env={"PYTHONPATH": str(tmp_path / "standin")}) as address:
+        baselines = asyncio.run(describe(address))
+    assert baselines == {"aten": "torch", "vllm": "vllm", "vllm::rotary_embedding": "torch",
+                         "cublas": "torch"}
 
 def test_queue_depth_counts_every_accepted_evaluation_not_on_a_worker(cpu_agent: str) -> None:
     """Two hangs hold both workers; four honest candidates wait: two admitted to the device's
@@ -97,6 +120,7 @@ def test_reference_passes_with_hidden_cases_and_unmeaningful_timings(cpu_agent: 
     assert any(c.hidden for c in v.cases) and any(not c.hidden for c in v.cases)
     assert all(c.name.startswith("hidden#") for c in v.cases if c.hidden)  # parameters not leaked
     assert v.timings and not any(t.meaningful for t in v.timings)
+    assert v.baseline == ""  # the interpreter's times were measured against no baseline
     assert v.candidate_hash and v.operator_version == ADD.version
     assert v.system.platform == "cpu" and v.device_model.startswith("cpu")
 

@@ -27,7 +27,7 @@ from device_agent.codec import CodecError, decode
 from device_agent.evaluation import Evaluator, InvalidRequest
 from device_agent.platforms.cpu import CpuPlatform
 from device_agent.rpc_guard import DETAILS_LIMIT_BYTES, UndecodableRequests, clip_details
-from device_agent.server import _abort_for
+from device_agent.service import _abort_for
 from protos.client import SERVICE_NAME
 from protos.kgb.agent.v1 import agent_pb2, agent_pb2_grpc
 from protos.records import EvalRequest, Status

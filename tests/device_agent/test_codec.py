@@ -49,6 +49,20 @@ def test_non_finite_floats_and_devices_survive_json() -> None:
             decode(struct.pack("<I", len(header)) + header)
 
 
+def test_complex_scalars_round_trip_non_finite_parts_included() -> None:
+    import math
+
+    out = decode(_frame({"alpha": (1.5 - 0.25j), "z": complex(math.inf, math.nan), "r": 2.0}))
+    assert out["alpha"] == 1.5 - 0.25j and type(out["alpha"]) is complex
+    assert out["z"].real == math.inf and math.isnan(out["z"].imag)
+    assert out["r"] == 2.0 and type(out["r"]) is float
+    for bad in ([1.0], [1.0, "x"], [1, 2], "1+2j", [1.0, [2.0]]):
+        body = {"__dict__": [["x", {"__complex__": bad}]]}
+        header = orjson.dumps({"body": body, "blobs": []})
+        with pytest.raises(CodecError, match="bad complex"):
+            decode(struct.pack("<I", len(header)) + header)
+
+
 def test_no_pickle_and_unknown_objects_refused() -> None:
     with pytest.raises(CodecError):
         encode({"f": object()})
@@ -89,7 +103,8 @@ def test_a_reply_too_large_for_a_frame_is_the_candidates_case_error(
     that case's error; the worker does not crash with a codec error (which read as an
     unexplained ``worker exited``)."""
     import device_agent.codec as codec
-    from device_agent.worker import Channel, send_case_reply
+    from device_agent.protocol import AgentChannel, CaseOutputs
+    from device_agent.sandboxed_job import send_case_reply
 
     sent: list[bytes] = []
 
@@ -97,14 +112,18 @@ def test_a_reply_too_large_for_a_frame_is_the_candidates_case_error(
         def sendall(self, data: bytes) -> None:
             sent.append(data)
 
+    def reply(index: int, output: torch.Tensor) -> CaseOutputs:
+        return CaseOutputs(index=index, outputs=[output], layouts=[None], post_inputs={},
+                           seconds=0.0, own_launches=1, guard=(), integrity=())
+
     monkeypatch.setattr(codec, "MAX_FRAME", 4096)
-    ch = Channel(Sock())  # type: ignore[arg-type]
+    ch = AgentChannel(Sock())  # type: ignore[arg-type]
     big = torch.zeros(1 << 16)[::1 << 14]  # 4 elements spanning 192 KiB of storage
-    assert not send_case_reply(ch, {"type": "case", "index": 3, "outputs": [big]}, 3)
+    assert not send_case_reply(ch, reply(3, big))
     assert len(sent) == 1
     msg = decode(sent[0][4:])
     assert msg["type"] == "case_error" and msg["index"] == 3
     assert "cannot be returned" in msg["message"] and "exceeds 4096" in msg["message"]
     small = torch.zeros(4)
-    assert send_case_reply(ch, {"type": "case", "index": 4, "outputs": [small]}, 4)
+    assert send_case_reply(ch, reply(4, small))
     assert decode(sent[1][4:])["type"] == "case"

@@ -175,3 +175,141 @@ def test_gamma_functions_at_their_poles_are_values_not_crashes() -> None:
     _gammas[(1,)](x, lg, tg, N=4)
     assert torch.isinf(lg[:3]).all() and lg[3].item() == pytest.approx(math.log(2.0))
     assert tg[0].item() == math.inf and torch.isnan(tg[1:3]).all() and tg[3].item() == 2.0
+
+
+# ---- interpreter gaps: each kernel below is correct when compiled (interpreter_gaps.py) --------
+
+@triton.jit
+def _and_mask(x_ptr, y_ptr, n, lo, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    inside = (offs < n) and (offs >= lo)  # compiled: a logical and of the two masks
+    outside = (offs < lo) or (offs >= n)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=inside, other=0.0) + 1, mask=inside)
+    tl.store(y_ptr + BLOCK + offs, outside.to(tl.float32))
+
+
+def test_python_and_or_between_tensors_are_logical() -> None:
+    install_interpreter_support()
+    x, y = torch.arange(8.0), torch.full((16,), -5.0)
+    _and_mask[(1,)](x, y, 6, 2, BLOCK=8)
+    assert y[:8].tolist() == [-5, -5, 3, 4, 5, 6, -5, -5]  # nothing written past n
+    assert y[8:].tolist() == [1, 1, 0, 0, 0, 0, 1, 1]
+
+
+@triton.jit
+def _invert(x_ptr, y_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(y_ptr + i, ~tl.load(x_ptr + i))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.int8])
+def test_bitwise_not_of_unsigned_ints(dtype: torch.dtype) -> None:
+    install_interpreter_support()
+    x = torch.tensor([0, 1, 100, 127, 3, 7, 9, 12]).to(dtype)
+    y = torch.empty_like(x)
+    _invert[(1,)](x, y, N=8)
+    bits = x.element_size() * 8
+    expected = [(~v) & ((1 << bits) - 1) if dtype != torch.int8 else ~v for v in x.tolist()]
+    assert y.tolist() == expected
+
+
+@triton.jit
+def _compare(a_ptr, b_ptr, y_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    a, b = tl.load(a_ptr + i), tl.load(b_ptr + i)
+    tl.store(y_ptr + i, (a < b).to(tl.int32) + 2 * (a <= b).to(tl.int32)
+             + 4 * (a == b).to(tl.int32) + 8 * (a != b).to(tl.int32)
+             + 16 * (a > b).to(tl.int32) + 32 * (a >= b).to(tl.int32))
+
+
+def test_bfloat16_comparisons_compare_values() -> None:
+    install_interpreter_support()
+    nan = float("nan")
+    a = torch.tensor([-1.0, -2.0, 1.0, 0.5, -0.0, 3.0, nan, float("inf")], dtype=torch.bfloat16)
+    b = torch.tensor([-2.0, -1.0, 1.0, -0.5, 0.0, 3.0, 1.0, 2.0], dtype=torch.bfloat16)
+    y = torch.empty(8, dtype=torch.int32)
+    _compare[(1,)](a, b, y, N=8)
+    expected = ((a < b).int() + 2 * (a <= b).int() + 4 * (a == b).int() + 8 * (a != b).int()
+                + 16 * (a > b).int() + 32 * (a >= b).int())
+    assert torch.equal(y, expected)
+
+
+@triton.jit
+def _scale(x_ptr, y_ptr, alpha, N: tl.constexpr):
+    i = tl.arange(0, N)
+    a = alpha.to(tl.float32)  # compiled: alpha is an fp32 scalar
+    tl.store(y_ptr + i, (tl.load(x_ptr + i) * alpha + a).to(y_ptr.dtype.element_ty))
+
+
+def test_float_arguments_are_fp32_scalars() -> None:
+    install_interpreter_support()
+    x = torch.tensor([1.0, 2.0, 3.0, 2049.0], dtype=torch.float16)
+    y = torch.empty(4, dtype=torch.float32)
+    _scale[(1,)](x, y, 1.0001, N=4)  # fp16 * fp32 scalar computes in fp32, as compiled
+    alpha = torch.tensor(1.0001, dtype=torch.float32)
+    assert torch.equal(y, x.float() * alpha + alpha)
+
+
+@triton.jit
+def _convert(v, DTYPE: tl.constexpr):
+    return v.to(DTYPE.value)  # compiled: a constexpr parameter, so .value is the dtype
+
+
+@triton.jit
+def _cast_with_helper(x_ptr, y_ptr, OUT: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(y_ptr + i, _convert(tl.load(x_ptr + i), OUT))
+
+
+def test_dtype_given_to_a_jit_helper() -> None:
+    install_interpreter_support()
+    x, y = torch.arange(4.0) + 0.25, torch.empty(4, dtype=torch.int32)
+    _cast_with_helper[(1,)](x, y, OUT=tl.int32, N=4)
+    assert y.tolist() == [0, 1, 2, 3]
+
+
+def _fp8_values(torch_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every byte of an fp8 format and its value, decoded by torch (an independent decoder)."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    return codes, codes.view(torch_dtype).float()
+
+
+@triton.jit
+def _fp8_round_trip(x_ptr, bits_ptr, back_ptr, FMT: tl.constexpr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    q = tl.load(x_ptr + i).to(FMT)
+    tl.store(bits_ptr + i, q.to(tl.uint8, bitcast=True))
+    tl.store(back_ptr + i, q.to(tl.float32))
+
+
+@pytest.mark.parametrize(("fmt", "torch_dtype", "max_norm"),
+                         [("fp8e4nv", torch.float8_e4m3fn, 448.0),
+                          ("fp8e5", torch.float8_e5m2, 57344.0)])
+def test_fp8_casts_round_to_nearest_even_and_saturate(fmt: str, torch_dtype: torch.dtype,
+                                                      max_norm: float) -> None:
+    """Every value of the format decodes exactly and round-trips; every tie between two
+    neighbours goes to the even one, just off a tie to the nearer one; finite overflow and
+    infinities saturate, NaN stays NaN: as ``cvt.rn.satfinite`` on an NVIDIA GPU."""
+    install_interpreter_support()
+    codes, values = _fp8_values(torch_dtype)
+    finite = torch.isfinite(values)
+    pos = sorted({v for v in values[finite].tolist() if v >= 0})
+    lo, hi = torch.tensor(pos[:-1]), torch.tensor(pos[1:])
+    mid = (lo + hi) / 2  # exact in fp32
+    even = torch.tensor([(codes[values == v][0].item() & 1) == 0 for v in pos[:-1]])
+    tie_expected = torch.where(even, lo, hi)
+    x = torch.cat([values[finite], mid, -mid, torch.nextafter(mid, hi), torch.nextafter(mid, lo),
+                   torch.tensor([max_norm * 1.01, -max_norm * 1.06, 1e30, float("inf"),
+                                 -float("inf"), float("nan")])])
+    expected = torch.cat([values[finite], tie_expected, -tie_expected, hi, lo,
+                          torch.tensor([max_norm, -max_norm, max_norm, max_norm, -max_norm,
+                                        float("nan")])])
+    n = triton.next_power_of_2(len(x))
+    xs = torch.zeros(n)
+    xs[:len(x)] = x
+    bits, back = torch.empty(n, dtype=torch.uint8), torch.empty(n)
+    _fp8_round_trip[(1,)](xs, bits, back, FMT=getattr(tl, fmt.replace("fp8", "float8")), N=n)
+    torch.testing.assert_close(back[:len(x)], expected, rtol=0, atol=0, equal_nan=True)
+    decoded = bits[:len(x)].view(torch_dtype).float()
+    torch.testing.assert_close(decoded, expected, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(bits[:int(finite.sum())], codes[finite])  # -0.0 keeps its sign too

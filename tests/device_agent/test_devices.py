@@ -14,7 +14,7 @@ from pathlib import Path
 import operators
 from device_agent.evaluation import Evaluator
 from device_agent.platforms.cpu import CpuPlatform
-from device_agent.workers import WorkerPool
+from device_agent.worker_pool import WorkerPool
 from protos.records import EvalRequest, Status, Verdict
 
 SAXPY = operators.get("cublas::cublasSaxpy_v2")

@@ -86,3 +86,75 @@ def test_agent_flags_torch_compute_as_cheat(runtime_only_agent: str, name: str) 
     assert guard and guard[0].rule == "dispatch-guard" and "aten.add" in guard[0].evidence
     if name == "add_torch_operators.py":  # it launches a token kernel: only the guard fires
         assert [f.layer for f in v.findings] == ["runtime"]
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_pytorch_out_conventions_are_not_compute(kind: Kind) -> None:
+    """``resize_`` of an out tensor, ``zero_``/``fill_`` for empty inputs, ``copy_`` of a
+    kernel's result into ``out``: honest in every kind; their cheating twins are still seen."""
+    x, kernel_result = torch.randn(6), torch.randn(6)
+    out = torch.empty(0)
+    guard = DispatchGuard(kind)
+    with guard:
+        out.resize_(x.shape)  # the out= convention (a no-op when the shape matches)
+        out.resize_(x.shape)
+        out.copy_(kernel_result)  # a kernel's result into the given out
+        torch.empty(0).resize_as_(x).zero_()
+        torch.empty(3).fill_(0.0)
+    assert guard.violations == set()
+    twin = DispatchGuard(kind)
+    with twin:
+        grown = torch.empty(0).resize_(6)  # a buffer grown, then filled by torch
+        torch.cumsum(x, 0, out=grown)
+        out.copy_(x.exp())  # a torch-computed result copied into out
+    assert any("cumsum" in v for v in twin.violations)
+    assert any("exp" in v for v in twin.violations)
+
+
+_OWN = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _total(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def total(x):
+    out = torch.empty(1, dtype=torch.float32)
+    _total[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+'''
+
+
+@pytest.mark.parametrize("kind", [Kind.COMPUTE, Kind.RANDOM, Kind.VIEW])
+def test_item_is_judged_by_provenance(kind: Kind) -> None:
+    """``.item()`` of a scalar the candidate's own kernel produced is allowed in every kind; of
+    an input (one its kernel read included), or of a torch-computed tensor, it is still seen."""
+    module = load_module(_OWN)
+    x = torch.randn(10)
+    expected = float(x.double().sum())
+    triton_hooks.start_recording()
+    own = DispatchGuard(kind, module.__name__, [x])
+    with own:
+        kernel_sum = module.total(x)
+        got = kernel_sum[0].item()  # a view of its own result
+        kernel_sum.item()
+    assert own.violations == set() and abs(got - expected) < 1e-4
+    for twin in (lambda: x[3].item(),  # an input its kernel was handed: the input's values
+                 lambda: x.sum().item(),  # a torch-computed reduction
+                 lambda: torch.empty(1).copy_(x[:1]).item()):  # data moved, by torch
+        triton_hooks.start_recording()
+        guard = DispatchGuard(kind, module.__name__, [x])
+        with guard:
+            module.total(x)
+            twin()
+        assert "aten._local_scalar_dense.default" in guard.violations, guard.violations
+    triton_hooks.start_recording()
+    foreign = DispatchGuard(kind, "another_module", [x])  # another module's kernel
+    with foreign:
+        module.total(x).item()
+    assert "aten._local_scalar_dense.default" in foreign.violations

@@ -188,7 +188,7 @@ def test_a_dry_run_that_stops_early_changes_nothing(agent_secret_env: None,
     agent's log says so), and the real calls still decide (PASSED)."""
     import logging
 
-    caplog.set_level(logging.DEBUG, logger="device_agent.evaluation")
+    caplog.set_level(logging.DEBUG, logger="device_agent")
     spec = operators.get("aten::_local_scalar_dense")
     v = _evaluate_dry_first(spec.id, spec.solution)
     assert v.status is Status.PASSED, v.message

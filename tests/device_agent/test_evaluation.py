@@ -8,8 +8,13 @@ from typing import Any
 import torch
 
 import operators
-from device_agent.evaluation import Evaluator, _call_to_wire, hidden_seed, public_seed
+from device_agent.case_inputs import CaseInputs, hidden_seed, public_seed
+from device_agent.codec import decode
+from device_agent.evaluation import Evaluator
+from device_agent.judging import determinism_finding
 from device_agent.platforms.cpu import CpuPlatform
+from device_agent.protocol import CaseOutputs, CheckCase, encode_message
+from operators.spec import Tier
 from protos.records import Status
 
 ADD = operators.get("aten::add")
@@ -32,9 +37,9 @@ def test_public_seeds_are_fixed_and_per_case() -> None:
 
 def test_hidden_inputs_differ_between_candidates_but_not_between_runs() -> None:
     ev = Evaluator(CpuPlatform(), [], b"k")
-    p1 = ev._prepare(ADD, "1" * 64, ADD.solution)
-    p1_again = ev._prepare(ADD, "1" * 64, ADD.solution)
-    p2 = ev._prepare(ADD, "2" * 64, ADD.solution)
+    p1 = ev.inputs.prepare(ADD, "1" * 64, ADD.solution)
+    p1_again = ev.inputs.prepare(ADD, "1" * 64, ADD.solution)
+    p2 = ev.inputs.prepare(ADD, "2" * 64, ADD.solution)
     hidden = [i for i, h in enumerate(p1.hidden) if h]
     assert hidden, "no hidden cases drawn"
     first = hidden[0]
@@ -46,24 +51,26 @@ def test_hidden_inputs_differ_between_candidates_but_not_between_runs() -> None:
 
 def test_worker_messages_carry_inputs_not_answers() -> None:
     ev = Evaluator(CpuPlatform(), [], b"k")
-    p = ev._prepare(ADD, "1" * 64, ADD.solution)
-    wire = _call_to_wire(p.calls[0])
-    assert set(wire) == {"entry", "args", "kwargs", "outputs", "mutable", "out_buffers"}
+    p = ev.inputs.prepare(ADD, "1" * 64, ADD.solution)
+    frame = decode(encode_message(CheckCase(index=0, call=p.calls[0], warm=True, ghost=True,
+                                               repeat=True, replay=p.calls[0]))[4:])
+    assert set(frame) == {"type", "index", "call", "warm", "ghost", "repeat", "replay"}
+    assert set(frame["call"]) == {"entry", "args", "kwargs", "outputs", "mutable", "out_buffers"}
 
 
 def test_public_references_are_computed_once_per_problem_and_bounded() -> None:
     ev = Evaluator(CpuPlatform(), [], b"k")
-    p1 = ev._prepare(ADD, "1" * 64, ADD.solution)
-    p2 = ev._prepare(ADD, "2" * 64, ADD.solution)
+    p1 = ev.inputs.prepare(ADD, "1" * 64, ADD.solution)
+    p2 = ev.inputs.prepare(ADD, "2" * 64, ADD.solution)
     n_public = len(ADD.public_cases(ev.tier))
     assert all(p1.calls[i] is p2.calls[i] and p1.expected[i] is p2.expected[i]
                for i in range(n_public))  # shared, not recomputed
     assert p1.calls[n_public:] and p1.calls[n_public] is not p2.calls[n_public]  # hidden: own
     tiny = Evaluator(CpuPlatform(), [], b"k", public_cache_bytes=1)
     softmax = operators.get("aten::softmax")
-    tiny._prepare(ADD, "1" * 64, ADD.solution)
-    tiny._prepare(softmax, "1" * 64, softmax.solution)
-    assert list(tiny._public_cache) == [softmax.ref]  # over budget: the older problem dropped
+    tiny.inputs.prepare(ADD, "1" * 64, ADD.solution)
+    tiny.inputs.prepare(softmax, "1" * 64, softmax.solution)
+    assert list(tiny.inputs.cache) == [softmax.ref]  # over budget: the older problem dropped
 
 
 def _saxpy_with_a_busy_device(budgets_s: float, held_s: float, deadline_s: float) -> Any:
@@ -78,7 +85,7 @@ def _saxpy_with_a_busy_device(budgets_s: float, held_s: float, deadline_s: float
 
     import operators
     from device_agent.evaluation import StageBudgets
-    from device_agent.workers import WorkerPool
+    from device_agent.worker_pool import WorkerPool
     from protos.records import EvalRequest
 
     spec = operators.get("cublas::cublasSaxpy_v2")
@@ -158,7 +165,7 @@ def sum(self, *, dtype=None):
     return r.zero_() if self.numel() >= 1 << 22 and SEEN[self.shape] > 4 else r''')
 
 
-def _timed_on_cpu(source: str) -> Any:
+def _timed_on_cpu(source: str, layers: frozenset[str] = frozenset({"timing"})) -> Any:
     from device_agent.evaluation import StageBudgets
     from tests.helpers import evaluate_in_process
 
@@ -166,8 +173,7 @@ def _timed_on_cpu(source: str) -> Any:
         timings_meaningful = True
 
     return evaluate_in_process(TimedCpu(), "aten::sum", source,
-                               budgets=StageBudgets(timing_case_budget_s=0.3),
-                               layers=frozenset({"timing"}))
+                               budgets=StageBudgets(timing_case_budget_s=0.3), layers=layers)
 
 
 def test_the_timing_protocol_times_every_benchmark_case(agent_secret_env: None) -> None:
@@ -177,6 +183,10 @@ def test_the_timing_protocol_times_every_benchmark_case(agent_secret_env: None) 
     assert [t.name for t in v.timings] == [c.name for c in bench]
     assert all(t.meaningful and t.samples >= 2 and t.median_us > 0 and t.baseline_median_us
                for t in v.timings)
+    # What the worker timed against travels with the timings; the worker's warm-up answer
+    # for every source is in the system description.
+    assert v.baseline == "torch"
+    assert v.system.baselines == {"aten": "torch", "vllm": "torch", "cublas": "torch"}
 
 
 def test_a_kernel_that_drifts_while_timed_is_caught_by_the_recheck(agent_secret_env: None) -> None:
@@ -185,13 +195,31 @@ def test_a_kernel_that_drifts_while_timed_is_caught_by_the_recheck(agent_secret_
     assert [f.rule for f in v.findings] == ["recheck-after-timing"]
     assert "after timing" in v.message
     assert len(v.timings) == 1  # decided on the first case: the rest were not timed
+    assert v.baseline == "torch"  # a verdict decided while timing names what was timed too
+
+
+# Honest while checked; once imported, it makes every problem claim vLLM's kernels as its
+# baseline, which the worker then reports with its timings.
+CLAIMS_VLLM_SUM = TORCH_SUM + '''
+import operators.spec
+
+operators.spec.OperatorSpec.baseline_library = lambda self: "vllm"
+'''
+
+
+def test_a_baseline_other_than_the_warm_up_ones_is_tampering(agent_secret_env: None) -> None:
+    v = _timed_on_cpu(CLAIMS_VLLM_SUM, layers=frozenset({"timing", "integrity"}))
+    assert v.status is Status.CHEAT_DETECTED, (v.status, v.message)
+    assert [f.rule for f in v.findings] == ["harness-tampered"]
+    assert "the baseline ran 'vllm', not 'torch' as at warm-up" in v.message
+    assert v.baseline == "vllm"  # what the worker said it timed against, as said
 
 
 def test_a_replay_is_judged_against_what_it_really_runs() -> None:
     """The replay refills the first call's top-level tensors in place; index tensors inside a
     list stay as they were, so the expected answer must use them too. (Judged against a fresh
     call's own indices, an honest index_put failed the replay on the H200.)"""
-    from device_agent.evaluation import _replay_call
+    from device_agent.case_inputs import replay_call
     from device_agent.platforms.cpu import install_interpreter_support
     from operators.checking import check
     from operators.invoke import collect, invoke, prepare
@@ -204,7 +232,7 @@ def test_a_replay_is_judged_against_what_it_really_runs() -> None:
                 if "idx=(None,(5),None)" in c.name and "acc=False" in c.name)
     first = spec.make_call(case, torch.Generator().manual_seed(1))
     fresh = spec.make_call(case, torch.Generator().manual_seed(2))
-    alt = _replay_call(first, fresh)
+    alt = replay_call(first, fresh)
     assert alt.args[1] is first.args[1] and alt.args[0] is fresh.args[0]
     fn = getattr(load_module(spec.solution), case.entry)
     buffers = prepare(first, "cpu")
@@ -217,3 +245,44 @@ def test_a_replay_is_judged_against_what_it_really_runs() -> None:
         assert check(got, exp, spec.tolerance(case, exp.dtype)) is None
     assert any(check(got, exp, spec.tolerance(case, exp.dtype)) is not None
                for got, exp in zip(outputs, spec.reference(fresh), strict=True))
+
+
+def test_an_out_buffers_contents_before_poisoning_do_not_decide_informativeness() -> None:
+    """cublasSdot_v2's result is an out-buffer made with torch.empty: whatever that memory held
+    (0.0 as often as not) never reaches the candidate, which finds the poison there. Doing
+    nothing fails a case whose answer is 0 however the buffer was made."""
+    from device_agent.case_inputs import informative
+    from operators.spec import Tier
+
+    spec = operators.get("cublas::cublasSdot_v2")
+    case = next(c for c in spec.public_cases(Tier.CPU) if c.shape == (0,))
+    call = spec.make_call(case, torch.Generator().manual_seed(0))
+    expected = spec.reference(call)
+    call.args[5].fill_(0.0)  # the right answer, before the harness poisons it
+    assert informative(spec, case, call, expected)
+
+
+def test_runs_may_differ_only_where_the_op_leaves_outputs_unspecified() -> None:
+    """moe_align_block_size places entries with atomics: two runs may order an expert's segment
+    differently and leave different garbage past the padded total (``Expected.canonical``), but
+    an entry moved to another expert's segment is a disagreement."""
+    spec = operators.get("vllm::moe_align_block_size")
+    p = CaseInputs(Tier.CPU, b"k", frozenset()).prepare(spec, "1" * 64, spec.solution)
+    i = next(j for j, c in enumerate(p.case_objs) if c.shape == (64, 2))  # Mixtral, all experts
+    first = [e.value.clone() for e in p.expected[i]]
+    total = int(first[2][0])
+    second = [t.clone() for t in first]
+    second[0][:16] = second[0][:16].flip(0)  # expert 0's first block, reordered
+    second[0][total:] = -7  # past the padded total: never read
+    second[1][total // 16:] = 5
+    assert determinism_finding(p, i, _outputs(i, first, second)) is None
+    moved = [t.clone() for t in first]
+    assert int(moved[0][0]) < 128 == int(moved[0][total - 1])  # an entry, a padding sentinel
+    moved[0][[0, total - 1]] = moved[0][[total - 1, 0]]  # the entry into the last expert's
+    finding = determinism_finding(p, i, _outputs(i, first, moved))
+    assert finding is not None and finding.rule == "runs-disagree"
+
+
+def _outputs(i: int, first: list[Any], second: list[Any]) -> CaseOutputs:
+    return CaseOutputs(index=i, outputs=first, layouts=[None] * len(first), post_inputs={},
+                       seconds=0.0, own_launches=1, guard=(), integrity=(), repeat_outputs=second)

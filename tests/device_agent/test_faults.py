@@ -27,7 +27,7 @@ def _worker_processes() -> int:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if b"device_agent.worker" in (p / "cmdline").read_bytes():
+                if b"device_agent.sandboxed_worker" in (p / "cmdline").read_bytes():
                     n += 1
             except OSError:
                 pass

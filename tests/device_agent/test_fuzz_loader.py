@@ -1,6 +1,6 @@
 """Fuzzing the candidate loader (issue #19, point 6 and "Bad input").
 
-Hypothesis composes candidate modules that a real worker imports (``device_agent/worker.py``
+Hypothesis composes candidate modules that a real worker imports (``device_agent/sandboxed_job.py``
 ``_load``): structurally valid files (they parse and define the entry points, so the agent's
 own static stage lets them through; the static *policy* layer is off, as in the ``cpu_agent``
 fixture) built from hostile top-level statements and odd entry points:
@@ -57,6 +57,7 @@ from tests.device_agent.fuzzing import (
     rpc_details,
     seeded,
     sha256,
+    typed_worker_messages,
     weighted,
     worker_messages,
 )
@@ -131,7 +132,7 @@ ENDINGS = [
     ("x = str(10 ** 5000)", IMPORT_FAILS), ("exec('raise SystemExit(4)')", IMPORT_FAILS),
     ("compile('(' * 300, 'x', 'exec')", IMPORT_FAILS),
     ("return 1", IMPORT_FAILS),  # parses (the agent's check passes), does not compile
-    ("import device_agent.worker as _w\n_w._load = None", ""),
+    ("import device_agent.sandboxed_job as _w\n_w._load = None", ""),
 ]
 HANGS = [
     ("while True:\n    pass", "TIMEOUT"), ("import time\ntime.sleep(10 ** 6)", "TIMEOUT"),
@@ -139,7 +140,7 @@ HANGS = [
     ("import threading\nthreading.Event().wait()", "TIMEOUT"),
     ("import select\nselect.select([], [], [])", "TIMEOUT"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)", ""),
-    ("import device_agent.worker as _w\n_w.Channel.send = lambda self, msg: None", "TIMEOUT"),
+    ("import device_agent.protocol as _p\n_p.AgentChannel.send = lambda self, msg: None", "TIMEOUT"),
     ("import socket\nsocket.socketpair()[0].recv(1)", ""),
     # a million frames deep: tens of seconds to raise and format (the load stage's budget)
     ("import sys\nsys.setrecursionlimit(1_000_000)\ndef _r(n):\n    return _r(n + 1)\n_r(0)", ""),
@@ -180,7 +181,7 @@ setup = weighted(
         "import builtins\nbuiltins.isinstance = lambda *a: True",
         "import builtins\ndel builtins.len",
         "import device_agent.codec as _c\n_c.encode = lambda *a, **k: b'\\x00' * 8",
-        "import device_agent.worker as _w\n_w._tb = None",
+        "import device_agent.sandboxed_job as _w\n_w.traceback_of = None",
         "import operators.invoke as _inv\n_inv.collect = lambda *a, **k: []",
         "import torch\ntorch.Tensor.clone = lambda self, *a, **k: self",
         "import torch\ntorch.manual_seed = None",
@@ -218,14 +219,17 @@ def _scribble(frame: bytes) -> Piece:
 
 
 def _forge(message: dict[str, object], loaded_first: bool) -> Piece:
-    """Find the worker's own Channel (and so its nonce) and send a message through it."""
+    """Find the worker's own end of the channel (and so its nonce) and write a message, with
+    that nonce, to its socket."""
     frame = encode(message)[4:]
     return Piece(
-        "import gc\n_ch = next((o for o in gc.get_objects() if type(o).__name__ == 'Channel'"
-        " and hasattr(o, 'nonce')), None)\nif _ch is not None:\n"
-        "    from device_agent.codec import decode as _dec\n"
-        + ("    _ch.send({'type': 'loaded'})\n" if loaded_first else "")
-        + f"    _ch.send(_dec({frame!r}))\n", label="message forged")
+        "import gc\n_ch = next((o for o in gc.get_objects() if type(o).__name__ == "
+        "'AgentChannel' and hasattr(o, 'nonce')), None)\nif _ch is not None:\n"
+        "    from device_agent.codec import decode as _dec, encode as _enc\n"
+        + ("    _ch.sock.sendall(_enc({'type': 'loaded', 'nonce': _ch.nonce}))\n"
+           if loaded_first else "")
+        + f"    _ch.sock.sendall(_enc({{**_dec({frame!r}), 'nonce': _ch.nonce}}))\n",
+        label="message forged")
 
 
 def _poison_frame() -> bytes:
@@ -239,7 +243,7 @@ def _poison_frame() -> bytes:
 # most likely to upset the agent's reader.)
 channel_attacks = weighted(
     (2, frames(kinds=("special", "special", "deep", "lie")).map(_scribble)),
-    (1, st.builds(_forge, worker_messages(), st.booleans())),
+    (1, st.builds(_forge, st.one_of(typed_worker_messages(), worker_messages()), st.booleans())),
 )
 
 # Only after the entry points are defined (they use them).
@@ -263,7 +267,7 @@ BODIES = ["return args[0]", "return args[0] + args[1]", "return None", "return 4
           "raise NotImplementedError()", "raise MemoryError()", "raise RecursionError()",
           "import os\n    os._exit(0)", "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
           "import ctypes\n    ctypes.string_at(0)", "import sys\n    sys.modules.clear()\n    return args[0]",
-          "import gc\n    return [o for o in gc.get_objects() if type(o).__name__ == 'Channel']",
+          "import gc\n    return [o for o in gc.get_objects() if type(o).__name__ == 'AgentChannel']",
           "class _T:\n        def __getattr__(self, n):\n            raise SystemExit(n)\n    return _T()"]
 HANGING_BODIES = ["while True:\n        pass", "import time\n    time.sleep(10 ** 6)"]
 

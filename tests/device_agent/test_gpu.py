@@ -80,7 +80,7 @@ def test_timer_undoes_a_persisting_l2_carve_out() -> None:
 
     import torch
 
-    from device_agent.timing import CU_LIMIT_PERSISTING_L2_CACHE_SIZE, CudaTimer
+    from device_agent.platforms.cuda import CU_LIMIT_PERSISTING_L2_CACHE_SIZE, CudaPlatform
 
     torch.zeros(1, device="cuda")  # a current context
     lib = ctypes.CDLL("libcuda.so.1")
@@ -88,7 +88,7 @@ def test_timer_undoes_a_persisting_l2_carve_out() -> None:
     assert lib.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(8 << 20)) == 0
     assert lib.cuCtxGetLimit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0
     assert size.value > 0  # the device honoured the carve-out
-    timer = CudaTimer("cuda")
+    timer = CudaPlatform().timer("cuda")
     timer.clear_l2(torch.empty(timer.l2_bytes() * 2, dtype=torch.uint8, device="cuda"))
     assert lib.cuCtxGetLimit(ctypes.byref(size), CU_LIMIT_PERSISTING_L2_CACHE_SIZE) == 0
     assert size.value == 0
@@ -104,7 +104,7 @@ def test_workers_share_one_build_of_tritons_driver_helpers(tmp_path) -> None:
     shared = tmp_path / "driver"
     shared.mkdir()
     code = ("import os, torch; torch.zeros(1, device='cuda');"
-            "from device_agent.platforms.cuda import load_triton_driver;"
+            "from device_agent.platforms.gpu import load_triton_driver;"
             f"load_triton_driver({str(shared)!r});"
             "print(os.environ['TRITON_CACHE_DIR'])")
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "private")}

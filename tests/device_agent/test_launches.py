@@ -68,3 +68,39 @@ def test_agent_catches_decoy_with_only_launch_accounting(launches_only_agent: st
     assert v.findings[0].layer == "launches" and v.findings[0].rule == "no-own-kernel"
     ok = evaluate(launches_only_agent, operators.get("aten::add").solution)
     assert ok.status is Status.PASSED
+
+
+def test_a_launchless_wrong_answer_is_wrong_not_a_cheat(launches_only_agent: str) -> None:
+    """A quick return that forgets to write cuBLAS's 0 (n <= 0) launches nothing and is wrong:
+    WRONG_ANSWER, with no launches finding (raised only where the values are right)."""
+    spec = operators.get("cublas::cublasSdot_v2")
+    forgot = next(n for n in spec.negatives if n.name == "no_zero_for_empty")
+    v = evaluate(launches_only_agent, forgot.source, op=spec.id)
+    assert v.status is Status.WRONG_ANSWER, v.message
+    assert not [f for f in v.findings if f.layer == "launches"]
+
+
+def test_a_case_whose_inputs_are_all_empty_needs_no_kernel() -> None:
+    """Judged as the agent does: where every input is empty, an allowed fill (a sum over
+    nothing is 0) is the whole honest answer and no launch is asked for."""
+    from types import SimpleNamespace
+
+    from device_agent import judging
+    from device_agent.protocol import CaseOutputs
+
+    spec = operators.get("aten::add")
+    case = spec.public_cases(Tier.CPU)[0]
+    call = spec.make_call(case, torch.Generator().manual_seed(0))
+    expected = spec.reference(call)
+    p = SimpleNamespace(spec=spec, calls=[call], expected=[expected], names=["c"],
+                        case_objs=[case])
+    out = CaseOutputs(index=0, outputs=[torch.ones(4)], layouts=[], post_inputs={},
+                      seconds=0.0, own_launches=0, guard=(), integrity=(), ghost_outputs=None,
+                      repeat_outputs=None, replay_outputs=None)
+    layers = frozenset({"launches"})
+    assert judging.launches_finding(p, 0, out, layers) is not None  # type: ignore[arg-type]
+    empty = {k: t[:0] if t.dim() else t for k, t in call.tensor_args()}
+    p.calls = [type(call)(call.entry, tuple(empty.get(i, a) for i, a in enumerate(call.args)),
+                          {k: empty.get(k, v) for k, v in call.kwargs.items()}, call.outputs,
+                          call.mutable, call.out_buffers)]
+    assert judging.launches_finding(p, 0, out, layers) is None  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from device_agent import peaks
+from device_agent import judging, peaks
 from device_agent.evaluation import Evaluator
 from device_agent.platforms.cpu import CpuPlatform
 from operators.spec import case
@@ -34,14 +34,15 @@ def test_measured_peaks_drive_speed_of_light() -> None:
     import operators
 
     ev = Evaluator(CpuPlatform(), [], b"k")
-    ev.system = SystemInfo(platform="cuda", device_model="NVIDIA H200", peak_bandwidth_gbps=4800.0,
-                           peak_tflops={"float32": 67.0}, peak_source="datasheet")
+    ev.learn_device(SystemInfo(platform="cuda", device_model="NVIDIA H200",
+                               peak_bandwidth_gbps=4800.0, peak_tflops={"float32": 67.0},
+                               peak_source="datasheet"))
     spec = operators.get("aten::add")
     c = case("add_Tensor", "float32", (8192, 8192), other=(8192, 8192), alpha=1.0)
-    datasheet = ev._sol_percent(spec, c, 200.0)
+    datasheet = judging.sol_percent(ev.system, spec, c, 200.0)
     ev.use_peaks({"bandwidth_gbps": 4000.0, "tflops": {"float32": 50.0}})
     assert ev.system.peak_source == "measured" and ev.system.peak_tflops["float32"] == 50.0
-    measured = ev._sol_percent(spec, c, 200.0)
+    measured = judging.sol_percent(ev.system, spec, c, 200.0)
     assert datasheet and measured and measured == pytest.approx(datasheet * 4800 / 4000)
 
 
@@ -50,21 +51,21 @@ def test_physical_floor_uses_datasheet_peaks_with_margin() -> None:
     from protos.records import CaseTiming
 
     ev = Evaluator(CpuPlatform(), [], b"k")
-    ev.system = ev.datasheet = SystemInfo(platform="cuda", device_model="NVIDIA H200",
-                                          peak_bandwidth_gbps=4800.0,
-                                          peak_tflops={"float32": 67.0})
+    ev.learn_device(SystemInfo(platform="cuda", device_model="NVIDIA H200",
+                               peak_bandwidth_gbps=4800.0, peak_tflops={"float32": 67.0}))
     ev.use_peaks({"bandwidth_gbps": 4000.0, "tflops": {"float32": 50.0}})  # measured: lower
     spec = operators.get("aten::add")
     bench = spec.benchmark_cases()[0]  # float32 8192x8192 + 8192x8192: 805 MB unique
-    floor = ev._floor_us(spec, bench)
+    floor = judging.floor_us(ev.datasheet, spec, bench)
     assert floor == pytest.approx(spec.cost(bench).bytes / (4800e9 * 1.10) * 1e6)
 
     def timing(us: float) -> CaseTiming:
         return CaseTiming(bench.name, True, median_us=us)
 
-    assert ev._below_floor(spec, (timing(240.0),)) == ()
+    assert judging.below_floor(ev.datasheet, spec, (timing(240.0),)) == ()
     # Faster than the measured-peak floor but not the datasheet's: not flagged.
-    assert ev._below_floor(spec, (timing(floor * 1.05),)) == ()
-    found = ev._below_floor(spec, (timing(floor * 0.5),))
+    assert judging.below_floor(ev.datasheet, spec, (timing(floor * 1.05),)) == ()
+    found = judging.below_floor(ev.datasheet, spec, (timing(floor * 0.5),))
     assert found and found[0].layer == "timing" and found[0].rule == "below-physical-floor"
-    assert ev._below_floor(spec, (CaseTiming(bench.name, False, median_us=1.0),)) == ()
+    unmeaningful = CaseTiming(bench.name, False, median_us=1.0)
+    assert judging.below_floor(ev.datasheet, spec, (unmeaningful,)) == ()

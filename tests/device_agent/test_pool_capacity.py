@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from device_agent.platforms.cpu import CpuPlatform
-from device_agent.workers import WorkerPool
+from device_agent.worker_pool import WorkerPool
 
 
 class _LiveProcess:

@@ -116,7 +116,7 @@ def test_a_failure_inside_tritons_compiler_is_a_compile_error() -> None:
     """MLIR's ``PassManager::run failed`` reaches the worker as a plain RuntimeError raised in
     the backend's compile stages (an honest cumsum on the H200 with Triton 3.6); it is the
     kernel failing to compile. The same error raised by the candidate's own code is not."""
-    from device_agent.worker import _is_compile_error
+    from device_agent.sandboxed_job import _is_compile_error
 
     def raised_in(filename: str) -> BaseException:
         ns: dict[str, object] = {}

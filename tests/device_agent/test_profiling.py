@@ -9,8 +9,10 @@ import torch
 
 import operators
 from device_agent import triton_hooks
+from device_agent.codec import decode
 from device_agent.platforms.cpu import install_interpreter_support
 from device_agent.profiling import MIN_DEVICE_US, DeviceTime, attribute, judge, profiled
+from device_agent.protocol import Rechecked, decode_report, encode_message
 from operators.invoke import invoke, prepare
 from operators.spec import Tier
 from operators.testing import load_module
@@ -24,7 +26,16 @@ def test_device_time_is_split_by_the_candidates_kernel_names() -> None:
     assert dt.others[0] == ("void at::native::elementwise_kernel<...>", 100.0)
     assert [n for n, _ in dt.others] == ["void at::native::elementwise_kernel<...>",
                                          "Memcpy DtoD", "Memset (Device)"]
-    assert DeviceTime.from_wire(dt.to_wire()) == dt
+    report = Rechecked(index=0, drift=None, device_time=dt, integrity=())
+    assert decode_report(decode(encode_message(report, "n")[4:])) == report  # as the agent reads it
+
+
+def test_the_evidence_names_a_few_others_however_many_the_worker_reports() -> None:
+    """The worker reports ``others`` (it may be the candidate's forgery): the evidence names
+    the first few, each cut short."""
+    many = DeviceTime(1.0, 999.0, tuple(("k" * 500, 1.0) for _ in range(10_000)))
+    evidence = judge(many, "case")
+    assert evidence is not None and len(evidence) < 800
 
 
 def test_less_than_half_the_device_time_in_own_kernels_is_evidence() -> None:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from coordinator.fleet import AgentSnapshot, Fleet, FleetConfig
-from coordinator.registry_service import RegistryServer
+from coordinator.fleet.registration import RegistryServer
 from device_agent import __main__ as agent_main
 from device_agent.registration import Registrar, RegistrationSettings, advertise_address
 from protos.records import AgentDescription, DeviceInfo, SystemInfo
@@ -157,18 +157,18 @@ def test_cli_refuses_bad_registration_flags(argv: list[str], message: str,
 def test_registry_wire_format() -> None:
     """The generated stubs import under the oldest supported grpcio, and records survive the
     round trip through protobuf unchanged."""
-    from protos import registry
+    from protos import registration
     from protos.kgb.coordinator.v1 import registry_pb2, registry_pb2_grpc
 
     svc = registry_pb2.DESCRIPTOR.services_by_name["Registry"]
-    assert svc.full_name == registry.SERVICE_NAME
+    assert svc.full_name == registration.SERVICE_NAME
     assert {m.name for m in svc.methods} == {"Register", "Heartbeat", "Deregister"}
     assert registry_pb2_grpc.GRPC_GENERATED_VERSION == "1.84.0"
-    load = registry.AgentLoad(capacity=4, busy=3, queue_depth=2, draining=True)
-    reg = registry.Registration("id", "[::1]:5", "cuda", "NVIDIA H200", "0.1.0", load)
-    assert registry.registration_from_proto(registry.registration_to_proto(reg)) == reg
-    beat = registry.Heartbeat("id", "h:1", load)
-    assert registry.heartbeat_from_proto(registry.heartbeat_to_proto(beat)) == beat
-    lease = registry.Lease(lease_s=10.0, heartbeat_interval_s=2.5)
-    assert registry.lease_from_proto(registry.lease_to_proto(lease)) == lease
-    assert registry.deregister_from_proto(registry.deregister_request("id", "h:1")) == ("id", "h:1")
+    load = registration.AgentLoad(capacity=4, busy=3, queue_depth=2, draining=True)
+    reg = registration.Registration("id", "[::1]:5", "cuda", "NVIDIA H200", "0.1.0", load)
+    assert registration.registration_from_proto(registration.registration_to_proto(reg)) == reg
+    beat = registration.Heartbeat("id", "h:1", load)
+    assert registration.heartbeat_from_proto(registration.heartbeat_to_proto(beat)) == beat
+    lease = registration.Lease(lease_s=10.0, heartbeat_interval_s=2.5)
+    assert registration.lease_from_proto(registration.lease_to_proto(lease)) == lease
+    assert registration.deregister_from_proto(registration.deregister_request("id", "h:1")) == ("id", "h:1")

@@ -327,7 +327,7 @@ def test_a_worker_lost_before_taking_its_job_is_retried_on_another() -> None:
     """The candidate's verdict comes from a live worker; the dead one is the agent's problem."""
     from device_agent.evaluation import Evaluator
     from device_agent.platforms.cpu import CpuPlatform
-    from device_agent.workers import WorkerPool
+    from device_agent.worker_pool import WorkerPool
     from protos.records import EvalRequest
 
     async def go() -> tuple[Verdict, int]:

@@ -40,7 +40,7 @@ WRAP = ("import torch\nimport triton\nimport triton.language as tl\n\n\n"
 # ---- the tables, as this test expects them --------------------------------------------------------
 ALLOWED_ROOTS = ["torch", "triton", "math", "cmath", "functools", "typing", "itertools",
                  "operator", "dataclasses", "collections", "numbers", "enum", "abc", "__future__",
-                 "warnings", "copy"]
+                 "warnings", "copy", "logging"]
 ESCAPE_MODULES = [
     "os", "sys", "subprocess", "ctypes", "importlib", "inspect", "builtins", "gc", "threading",
     "multiprocessing", "socket", "pickle", "marshal", "types", "code", "codeop", "pty", "signal",
@@ -48,7 +48,7 @@ ESCAPE_MODULES = [
     "platform", "atexit", "weakref", "traceback", "linecache", "_thread", "posix", "_posixsubprocess",
     "_imp", "zipimport", "pkgutil", "faulthandler", "tracemalloc", "fcntl", "select", "asyncio",
     "concurrent", "queue", "time", "json", "struct", "hashlib", "copyreg", "dis", "ast", "tokenize",
-    "numpy", "cupy", "vllm", "logging", "random", "glob", "urllib", "http", "ssl", "pdb",
+    "numpy", "cupy", "vllm", "random", "glob", "urllib", "http", "ssl", "pdb",
     "trace", "cProfile", "contextvars", "_ctypes", "_io", "nt", "posixpath", "stat",
 ]
 DENIED_BUILTINS = ["exec", "eval", "compile", "__import__", "globals", "locals", "vars",
@@ -94,11 +94,14 @@ TORCH_BASE = [
     "cuda.is_available", "cuda.current_device", "cuda.device_count", "cuda.get_device_properties",
     "cuda.get_device_capability", "cuda.get_device_name", "cuda.device", "cuda.set_device",
     "cuda.synchronize", "version.hip", "no_grad", "inference_mode", "tensor", "view_as_real",
-    "view_as_complex",
+    "view_as_complex", "reshape", "squeeze", "unsqueeze", "flatten", "unflatten", "permute",
+    "transpose", "swapaxes", "movedim", "t", "narrow", "select", "as_strided", "chunk", "split",
+    "unbind", "tensor_split", "atleast_1d", "atleast_2d", "atleast_3d", "numel",
 ]
 TORCH_ALLOC_DENIED = ["zeros", "zeros_like", "ones", "ones_like", "full", "full_like"]
-TORCH_VIEW_EXTRA = ["as_strided", "narrow", "select", "t", "reshape", "unsqueeze", "squeeze",
-                    "permute", "transpose", "flatten", "expand_copy"]
+TORCH_VIEW_EXTRA = ["expand_copy"]
+# Rules a runtime layer backs up: recorded as warnings, never a rejection.
+WARNING_RULES = ["torch-call", "tensor-method", "matmul-operator", "cpu-roundtrip"]
 TORCH_RANDOM_EXTRA = ["initial_seed"]
 TORCH_DTYPES = ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "int16",
                 "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2"]
@@ -160,7 +163,7 @@ ARITHMETIC_DUNDERS = [f"__{r}{op}__" for op in ("add", "sub", "mul", "matmul", "
                                                  "floordiv", "mod", "pow", "neg", "abs", "and",
                                                  "or", "xor", "lshift", "rshift")
                       for r in ("", "r", "i")]
-CPU_ROUND_TRIPS = ["cpu", "numpy", "tolist", "item"]
+CPU_ROUND_TRIPS = ["cpu", "numpy", "tolist"]
 
 
 def _body(code: str) -> str:
@@ -542,7 +545,14 @@ def test_attrgetter_of_a_compute_method_is_refused() -> None:
 def test_cpu_round_trips_are_refused(name: str) -> None:
     for kind in Kind:
         found = rules(_body(f"v = self.{name}()\nreturn self"), kind)
-        assert found == (set() if (name, kind) == ("item", Kind.SCALAR) else {"cpu-roundtrip"})
+        assert found == {"cpu-roundtrip"}
+
+
+def test_item_is_left_to_the_dispatch_guard() -> None:
+    """``.item()`` is judged when it runs, by what it reads (test_dispatch_guard.py: allowed on
+    the candidate's own kernel results, refused on inputs and torch results): no static finding
+    in any kind."""
+    assert all(check(_body("v = self.item()\nreturn self"), k) == [] for k in Kind)
 
 
 @pytest.mark.parametrize("name", OPERATOR_REFUSED)
@@ -674,7 +684,7 @@ def test_only_utf8_coding_declarations_pass(coding: str, refused: bool) -> None:
     ("return self.sum() + other", "tensor-method"),
     ("return self @ other", "matmul-operator"),
     ("return torch.tensor(self.cpu().numpy())", "cpu-roundtrip"),
-    ("v = self.item()\nreturn self", "cpu-roundtrip"),
+    ("v = self.tolist()\nreturn self", "cpu-roundtrip"),
     ("return eval('torch.add')(self, other)", "dynamic-code"),
     ("return getattr(torch, 'ma' + 'tmul')(self, other)", "dynamic-attribute"),
     ("return getattr(torch, 'matmul')(self, other)", "torch-call"),
@@ -716,14 +726,39 @@ def test_violations_carry_rule_line_and_evidence() -> None:
     assert (s.rule, s.line) == ("dynamic-code", 2)
 
 
+@pytest.mark.parametrize("rule", WARNING_RULES)
+def test_rules_a_runtime_layer_backs_up_are_warnings(rule: str) -> None:
+    source = {"torch-call": "return torch.equal(self, other)",
+              "tensor-method": "return self.sum()", "matmul-operator": "return self @ other",
+              "cpu-roundtrip": "return self.numpy()"}[rule]
+    (v,) = check(_body(source))
+    assert v.rule == rule and v.warning
+    (e,) = check(_body("import os\nreturn self"))
+    assert e.rule == "import" and not e.warning
+
+
+def test_function_forms_of_views_and_harmless_modules_pass() -> None:
+    src = ("import logging\nimport math\nimport functools\nimport itertools\nimport typing\n"
+           "import dataclasses\nimport enum\nimport operator\nimport collections\n"
+           "import torch\nlog = logging.getLogger(__name__)\n\n\n"
+           "def f(t, shape):\n    log.debug('f %s', shape)\n"
+           "    a = torch.squeeze(t, 0)\n    b = torch.reshape(a, shape)\n"
+           "    return torch.flatten(torch.transpose(torch.unsqueeze(b, 0), 0, 1))\n")
+    assert all(check(src, k) == [] for k in Kind)
+
+
+@pytest.mark.parametrize("source", ["import logging.config\n", "from logging import handlers\n",
+                                    "from logging.config import listen\n",
+                                    "import logging\nlogging.config.fileConfig('x')\n"])
+def test_logging_parts_that_load_code_are_refused(source: str) -> None:
+    assert "library-internals" in rules(source)
+
+
 def test_kind_specific_rules() -> None:
-    item = _body("v = self.item()\nreturn self")
-    assert check(item, Kind.SCALAR) == []
-    assert check(item, Kind.COMPUTE)
     zeros = _body("return torch.zeros(self.shape)")
     assert check(zeros, Kind.COMPUTE) == []
     assert {v.rule for v in check(zeros, Kind.ALLOC)} == {"torch-call"}
-    view = _body("return torch.as_strided(self, (2,), (1,))")
+    view = _body("return torch.expand_copy(self, (2, 2))")
     assert check(view, Kind.VIEW) == [] and check(view, Kind.COMPUTE)
     # how an honest kernel reaches complex data, in any kind
     pairs = _body("r = torch.view_as_real(self)\nreturn torch.view_as_complex(r)")
@@ -747,19 +782,25 @@ def static_agent(agent_secret_env: None) -> Iterator[str]:
 
 
 def test_agent_rejects_with_rule_and_line(static_agent: str) -> None:
-    cheat = _body("return torch.add(self, other, alpha=alpha)\n") + \
-        "\n\nadd_Scalar = add_out = add_Tensor\n"
+    """An escape rule rejects; a warning-level rule in code nobody calls (an extra overload)
+    leaves an honest candidate PASSED, the warning recorded in its findings."""
+    cheat = _body("import subprocess\nreturn self") + "\n\nadd_Scalar = add_out = add_Tensor\n"
     spec = operators.get("aten::add")
+    unreached = spec.solution + ("\n\ndef _same(a, b):\n    return torch.equal(a, b)\n"
+                                 if "import torch" in spec.solution else "")
 
     async def go() -> None:
         async with AgentClient(static_agent) as c:
             v = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, cheat.encode()), timeout=60)
             assert v.status is Status.REJECTED
             assert v.findings and v.findings[0].layer == "static"
-            assert v.findings[0].rule == "torch-call" and "line 7" in v.findings[0].evidence
-            assert "torch.add" in v.message
-            ok = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, spec.solution.encode()),
+            assert v.findings[0].rule == "import" and "line 7" in v.findings[0].evidence
+            assert not v.findings[0].warning and "subprocess" in v.message
+            ok = await c.evaluate(EvalRequest(uuid.uuid4().hex, spec.id, unreached.encode()),
                                   timeout=120)
-            assert ok.status is Status.PASSED
+            assert ok.status is Status.PASSED, ok.message
+            (w,) = ok.findings
+            assert (w.layer, w.rule, w.severity) == ("static", "torch-call", "warning")
+            assert "torch.equal" in w.evidence
 
     asyncio.run(go())

@@ -10,46 +10,57 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from device_agent.device_gate import DeviceGate
 from device_agent.platforms.cpu import CpuPlatform
-from device_agent.workers import _until_ready, start_worker
+from device_agent.protocol import (
+    Command,
+    DeviceReleased,
+    DeviceWanted,
+    Ready,
+    Report,
+    StartError,
+)
+from device_agent.sandbox import Applied
+from device_agent.worker_pool import _until_ready, start_worker
+from protos.records import SystemInfo
+
+READY = Ready(pid=1, system=SystemInfo(platform="cpu"),
+              sandbox=Applied(0, False, True, True, False, 0, 0, 0))
 
 
-class _ScriptedWorker:
+class _ScriptedChannel:
     """The agent's end of a starting worker's channel, replaying ``script``; records the
-    gate's state when each message is read and what the agent sent."""
+    gate's state when each report is read and what the agent sent."""
 
-    def __init__(self, gate: DeviceGate, script: list[dict[str, Any]]) -> None:
+    def __init__(self, gate: DeviceGate, script: list[Report]) -> None:
         self.gate = gate
         self.script = list(script)
         self.sent: list[str] = []
         self.states: list[tuple[str, int]] = []
 
-    async def recv(self) -> dict[str, Any]:
+    async def recv(self, until: float | None = None) -> Report:
         if not self.script:
             raise EOFError("the worker died")
         msg = self.script.pop(0)
-        self.states.append((str(msg["type"]), self.gate.state[0]))
+        self.states.append((msg.KIND, self.gate.state[0]))
         return msg
 
-    async def send(self, msg: dict[str, Any]) -> None:
-        self.sent.append(str(msg["type"]))
+    async def send(self, msg: Command, until: float | None = None) -> None:
+        self.sent.append(msg.KIND)
 
 
 def test_the_gate_is_held_between_grant_and_release_only() -> None:
-    async def go() -> tuple[_ScriptedWorker, dict[str, Any]]:
+    async def go() -> tuple[_ScriptedChannel, Report]:
         gate = DeviceGate()
-        w = _ScriptedWorker(gate, [{"type": "device_wanted"}, {"type": "device_released"},
-                                   {"type": "device_wanted"}, {"type": "device_released"},
-                                   {"type": "ready"}])
+        w = _ScriptedChannel(gate, [DeviceWanted(), DeviceReleased(), DeviceWanted(),
+                                    DeviceReleased(), READY])
         return w, await _until_ready(w, gate)  # type: ignore[arg-type]
 
     w, msg = asyncio.run(go())
-    assert msg["type"] == "ready"
+    assert msg is READY
     assert w.sent == ["device_granted", "device_granted"]
     # Asking: not held; releasing: held by this start; ready: let go again.
     assert w.states == [("device_wanted", 0), ("device_released", 1), ("device_wanted", 0),
@@ -57,21 +68,20 @@ def test_the_gate_is_held_between_grant_and_release_only() -> None:
 
 
 def test_a_start_that_fails_inside_a_device_part_lets_the_gate_go() -> None:
-    async def go() -> tuple[dict[str, Any], tuple[int, bool, int]]:
+    async def go() -> tuple[Report, tuple[int, bool, int]]:
         gate = DeviceGate()
-        w = _ScriptedWorker(gate, [{"type": "device_wanted"}, {"type": "start_error",
-                                                               "message": "no device"}])
+        w = _ScriptedChannel(gate, [DeviceWanted(), StartError(message="no device", traceback="")])
         msg = await _until_ready(w, gate)  # type: ignore[arg-type]
         return msg, gate.state
 
     msg, state = asyncio.run(go())
-    assert msg["type"] == "start_error" and state == (0, False, 0)
+    assert isinstance(msg, StartError) and state == (0, False, 0)
 
 
 def test_a_worker_dying_inside_a_device_part_lets_the_gate_go() -> None:
     async def go() -> tuple[int, bool, int]:
         gate = DeviceGate()
-        w = _ScriptedWorker(gate, [{"type": "device_wanted"}])
+        w = _ScriptedChannel(gate, [DeviceWanted()])
         with pytest.raises(EOFError):
             await _until_ready(w, gate)  # type: ignore[arg-type]
         return gate.state
@@ -107,7 +117,7 @@ def test_a_real_worker_waits_for_a_timer_before_using_the_device(agent_secret_en
             await task
             w = await asyncio.wait_for(start, 90)
             try:
-                assert w.ready.get("type") == "ready"
+                assert isinstance(w.ready, Ready)
             finally:
                 await w.dispose()
             return asked, waited

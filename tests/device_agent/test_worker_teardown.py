@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from device_agent.device_gate import DeviceGate
-from device_agent.evaluation import _ends_inside
 from device_agent.platforms.cpu import CpuPlatform
-from device_agent.workers import WorkerPool, start_worker
+from device_agent.stage_clock import ends_inside
+from device_agent.worker_pool import WorkerPool, start_worker
 
 
 def _state(pid: int) -> str:
@@ -73,7 +73,7 @@ def test_a_worker_failing_inside_a_device_hold_has_exited_before_the_hold_ends(
             try:
                 began = time.monotonic()
                 with pytest.raises(TimeoutError):
-                    async with gate.shared(), _ends_inside(w):
+                    async with gate.shared(), ends_inside(w):
                         raise TimeoutError  # as a stage deadline does, mid-call
                 code = w.proc.returncode  # read before anything else can run
                 assert time.monotonic() - began < 10

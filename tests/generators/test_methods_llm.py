@@ -15,8 +15,9 @@ import pytest
 
 import generators
 import operators
+from coordinator.fleet import AgentEvaluator
 from generators import Budget, EndReason, MethodError, Trajectory, TrajectoryContext
-from generators.evaluation import AgentEvaluator, Evaluator
+from generators.evaluation import Evaluator
 from generators.extract import ExtractStatus
 from generators.feedback import MAX_FEEDBACK_CHARS, feedback_message
 from generators.llm import CallStatus, LLMCall, Prompt, Role, Usage

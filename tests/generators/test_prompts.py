@@ -32,6 +32,7 @@ from operators.spec import EntryPoint, Kind, OperatorSpec, Source  # noqa: E402
 
 PLATFORMS = ("cuda", "cpu")
 SPECS = operators.all_specs()
+LATEST = {Source.ATEN: "aten/v1", Source.VLLM: "vllm/v1", Source.CUBLAS: "cublas/v2"}
 
 
 def _id(spec: OperatorSpec) -> str:
@@ -68,7 +69,7 @@ def user_text(spec: OperatorSpec, platform: str, version: str | None = None) -> 
 def test_every_problem_renders(spec: OperatorSpec, platform: str) -> None:
     prompt = build_prompt(spec, platform)
     assert prompt.operator_id == spec.id
-    assert prompt.template == latest_template(spec.source) == f"{spec.source.value}/v1"
+    assert prompt.template == latest_template(spec.source) == LATEST[spec.source]
     text = prompt.messages[1].content
     assert spec.description in text
     for e in spec.entry_points:
@@ -78,7 +79,7 @@ def test_every_problem_renders(spec: OperatorSpec, platform: str) -> None:
 
 
 def test_registered_templates() -> None:
-    assert template_ids() == ["aten/v1", "vllm/v1", "cublas/v1"]
+    assert template_ids() == ["aten/v1", "vllm/v1", "cublas/v1", "cublas/v2"]
 
 
 def test_system_message_is_shared_by_every_problem_and_platform() -> None:
@@ -149,6 +150,21 @@ def test_vllm_cublas_prompts_state_semantics_and_signatures(spec: OperatorSpec, 
     assert ("vLLM v0.13.0" if spec.source is Source.VLLM else "cuBLAS v12.4") in text
 
 
+@pytest.mark.parametrize("spec", operators.all_specs(source="cublas"), ids=_id)
+def test_cublas_v2_states_the_suite_conventions_and_v1_still_renders(spec: OperatorSpec) -> None:
+    from generators.prompts import cublas
+
+    text = user_text(spec, "cuda")
+    assert cublas.CONVENTIONS_V2 in text and cublas.CONVENTIONS_V1 not in text
+    for rule in ("write `result[0]`, do not return it", "`x[(n-1)*|inc|]`",
+                 "`torch.view_as_real(x)`", "`tl.load(A_array + b).to(tl.pointer_type(tl.float32))`",
+                 "asum return at once when incx <= 0", "a stride of 0 shares one entry",
+                 "compute indices in int64"):
+        assert rule in text
+    old = user_text(spec, "cuda", "v1")
+    assert cublas.CONVENTIONS_V1 in old and cublas.CONVENTIONS_V2 not in old
+
+
 # ---- rules, kinds, platforms --------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", list(Kind))
@@ -191,8 +207,10 @@ def test_platform_errors() -> None:
     spec = operators.get("aten::add")
     with pytest.raises(PromptError, match="does not run on platform 'tpu'"):
         build_prompt(spec, "tpu")
-    with pytest.raises(PromptError, match="no notes for platform 'rocm'"):
-        build_prompt(spec, "rocm")  # a platform the problem allows but v1 has no notes for
+    vendor = fake_spec("aten::kgb_fake_vendor")
+    type(vendor).platforms = frozenset({"npu"})  # a platform v1 has no notes for
+    with pytest.raises(PromptError, match="no notes for platform 'npu'"):
+        build_prompt(vendor, "npu")
     cuda_only = fake_spec("vllm::kgb_fake")
     type(cuda_only).platforms = frozenset({"cuda"})
     with pytest.raises(PromptError, match="runs on cuda"):
@@ -250,7 +268,7 @@ def test_worked_example_runs_under_the_interpreter(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", SPECS, ids=_id)
 def test_explicit_version_renders_identically(spec: OperatorSpec) -> None:
     latest = build_prompt(spec, "cuda")
-    assert build_prompt(spec, "cuda", template_version="v1") == latest
+    assert build_prompt(spec, "cuda", template_version=LATEST[spec.source].split("/")[1]) == latest
     assert build_prompt(spec, "cuda", template_version=latest.template) == latest
 
 
@@ -310,3 +328,17 @@ def test_v1_text_is_frozen(op_id: str, platform: str) -> None:
     prompt = build_prompt(fake_spec(op_id), platform, template_version="v1")
     blob = "\x00".join(f"{m.role.value}\x00{m.content}" for m in prompt.messages)
     assert hashlib.sha256(blob.encode()).hexdigest() == V1_DIGESTS[(op_id, platform)]
+
+
+def test_every_agent_platform_has_a_prompt_section() -> None:
+    """A vendor's plugin comes with its prompt section, kept where generators read it without
+    importing the agent (issue #28)."""
+    from device_agent.platforms.registry import platform_class, platform_names
+    from generators.prompts.common import PLATFORM_NOTES_V1
+
+    # The plugins shipped in the package (a test's out-of-tree stand-in vendor may be registered
+    # in this process too: its prompt section is its own business).
+    shipped = {n for n in platform_names()
+               if platform_class(n).__module__.startswith("device_agent.platforms.")}
+    assert {"cpu", "cuda", "rocm"} <= shipped <= set(PLATFORM_NOTES_V1)
+    assert "64 lanes" in build_prompt(SPECS[0], "rocm").messages[-1].content

@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
-from generators.llm import CallStatus, LLMCall, Message, Prompt, Role, Usage
+from generators.llm import CallStatus, LLMCall, Usage
 from generators.providers import (
     EndpointConfig,
-    ModelPrice,
     PriceError,
     PriceTable,
     ProviderConfigError,
@@ -32,50 +31,13 @@ from generators.providers import (
     create,
     provider_class,
 )
-from generators.providers.base import parse_retry_after, scan_usage
 from generators.providers.limits import TokenBucket
-from tests.generators.fake_llm_server import FakeServer, fake_server
-
-KEY_ENV = "KGB_TEST_FAKE_LLM_KEY"
-KEY = "sk-kgb-test-7f3a9c1e5b2d4f60"
-MODEL = "fake-model-1"
-PRICES = PriceTable({MODEL: ModelPrice(prompt=1.0, completion=4.0, cached_prompt=0.25)})
-PROMPT = Prompt(messages=(Message(Role.SYSTEM, "You write Triton kernels."),
-                          Message(Role.USER, "Write softmax.")),
-                template="test/v1", operator_id="aten::softmax")
-
-
-def _usage(wire: str, prompt: int, completion: int, cached: int = 0, reasoning: int = 0,
-           cache_write: int = 0) -> dict[str, Any]:
-    """Usage as the server sends it, in the wire format (Anthropic: input excludes the cache)."""
-    if wire == "openai":
-        return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached},
-                "completion_tokens_details": {"reasoning_tokens": reasoning}}
-    return {"input_tokens": prompt - cached - cache_write, "output_tokens": completion,
-            "cache_read_input_tokens": cached, "cache_creation_input_tokens": cache_write}
-
-
-def _server_usage(wire: str, usage: dict[str, Any] | None) -> Usage | None:
-    """What the server billed, in the project's terms (the documented mapping, restated)."""
-    if usage is None:
-        return None
-    if wire == "openai":
-        return Usage(usage["prompt_tokens"], usage["completion_tokens"],
-                     usage["prompt_tokens_details"]["cached_tokens"],
-                     usage["completion_tokens_details"]["reasoning_tokens"])
-    return Usage(usage["input_tokens"] + usage["cache_read_input_tokens"]
-                 + usage["cache_creation_input_tokens"],
-                 usage["output_tokens"], usage["cache_read_input_tokens"], 0)
-
-
-def _config(server: FakeServer, wire: str, endpoint: str, **kw: Any) -> EndpointConfig:
-    opts: dict[str, Any] = {"api_key_env": KEY_ENV, "timeout_s": 0.5, "max_retries": 2,
-                            "backoff_base_s": 0.01, "backoff_cap_s": 0.05}
-    opts.update(kw)
-    return EndpointConfig(name=f"{endpoint}-{wire}", kind=wire,  # type: ignore[arg-type]
-                          base_url=server.url(endpoint, wire), **opts)
+from generators.providers.wire import parse_retry_after, scan_usage
+from tests.generators.fake_llm_server import fake_server
+from tests.generators.llm_helpers import KEY, KEY_ENV, MODEL, PRICES, PROMPT
+from tests.generators.llm_helpers import endpoint as _config
+from tests.generators.llm_helpers import server_usage as _server_usage
+from tests.generators.llm_helpers import wire_usage as _usage
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +67,7 @@ def _script(wire: str) -> list[tuple[list[dict[str, Any]], CallStatus, int, str]
         ([{"kind": "malformed", "shape": "not_json"}], CallStatus.MALFORMED, 1, ""),
         ([{"kind": "malformed", "shape": "not_json", "usage": u(wire, 92, 42)}],
          CallStatus.MALFORMED, 1, ""),
+        ([{"kind": "ok", "text": "no usage"}], CallStatus.OK, 1, "no usage"),  # a 200 without usage
         ([{"kind": "error", "status": 400, "body": '{"error": "bad model"}'}],
          CallStatus.CLIENT_ERROR, 1, ""),
         ([{"kind": "error", "status": 503}] * 3, CallStatus.SERVER_ERROR, 3, ""),
@@ -152,6 +115,7 @@ def test_script_reconciles_exactly_with_server_billing(wire: str, tmp_path: Path
         assert call.cost_usd == pytest.approx(sum(PRICES.cost(MODEL, u).usd for u in recs))
     by_status = {c.status: c for c in calls}
     assert by_status[CallStatus.TRUNCATED].billed and by_status[CallStatus.CLIENT_ERROR].usage is None
+    assert [c.billed for c in calls if c.text == "no usage"] == [False]
     malformed = [c for c in calls if c.status is CallStatus.MALFORMED]
     assert [c.billed for c in malformed] == [True, True, False, True]
     first = calls[0].usage
@@ -217,14 +181,19 @@ def test_missing_key_variable_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     provider = create(EndpointConfig(name="x", kind="openai", base_url="http://127.0.0.1:9",
                                      api_key_env=KEY_ENV))
     monkeypatch.delenv(KEY_ENV)
+
+    async def call() -> None:
+        async with provider:  # closed, or its session is reported unclosed when collected later
+            await provider.complete(PROMPT, model=MODEL, temperature=None, max_tokens=None,
+                                    deadline_s=5)
+
     with pytest.raises(ProviderConfigError, match=KEY_ENV):
-        asyncio.run(provider.complete(PROMPT, model=MODEL, temperature=None, max_tokens=None,
-                                      deadline_s=5))
+        asyncio.run(call())
 
 
-_WITHOUT_HTTP_PACKAGES = """
+_WITHOUT_SDKS = """
 import asyncio, sys
-for name in ("httpx", "httpcore", "h11", "anyio", "sniffio", "aiohttp", "requests"):
+for name in ("httpx", "httpcore", "h11", "anyio", "requests", "urllib3", "openai", "anthropic"):
     sys.modules[name] = None  # importing any of them now raises ImportError
 from generators.llm import CallStatus, Message, Prompt, Role
 from generators.providers import EndpointConfig, create, provider_kinds
@@ -237,19 +206,20 @@ async def main():
                                 temperature=None, max_tokens=8, deadline_s=10)
 call = asyncio.run(main())
 assert call.status is CallStatus.OK and call.text == "ok", call
+assert "aiohttp" in sys.modules
 print("OK", call.usage.total_tokens)
 """
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
-def test_providers_need_no_third_party_http_package(wire: str, tmp_path: Path) -> None:
-    # The providers speak HTTP with generators.providers.http (standard library and orjson):
-    # a fresh interpreter in which httpx and its kin cannot be imported lists, creates and
-    # completes a call.
+def test_providers_speak_aiohttp_and_no_sdk(wire: str, tmp_path: Path) -> None:
+    # The providers speak HTTP through aiohttp and keep their own retry and billing loop: a
+    # fresh interpreter in which the vendor SDKs and the other HTTP clients cannot be imported
+    # lists, creates and completes a call.
     ok = {"kind": "ok", "text": "ok", "usage": _usage(wire, 5, 5)}
     with fake_server({"endpoints": {"ep": {"default": ok}}}, tmp_path) as server:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        done = subprocess.run([sys.executable, "-c", _WITHOUT_HTTP_PACKAGES,
+        done = subprocess.run([sys.executable, "-c", _WITHOUT_SDKS,
                                server.url("ep", wire), wire],
                               capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "OK 10", done.stderr

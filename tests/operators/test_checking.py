@@ -156,6 +156,26 @@ def test_a_judge_replaces_the_value_comparison() -> None:
     assert m is not None and "other than" in m.summary
 
 
+def test_a_canonical_form_frees_what_the_op_leaves_unspecified() -> None:
+    """Order within each pair and the last element free: [3, 1, 2, 0, x] equals [1, 3, 0, 2, 9];
+    the output stays judged by value (exactly, here)."""
+    def pairs_sorted_tail_nine(t: torch.Tensor) -> torch.Tensor:
+        out = t.clone()
+        out[:4] = t[:4].view(2, 2).sort(dim=1).values.reshape(4)
+        out[4:] = 9
+        return out
+
+    exp = Expected(torch.tensor([1, 3, 0, 2, 9], dtype=torch.int32), torch.int32,
+                   canonical=pairs_sorted_tail_nine)
+    assert exp.by_value
+    assert check(torch.tensor([3, 1, 2, 0, -5], dtype=torch.int32), exp, EXACT) is None
+    assert check(torch.tensor([1, 3, 0, 2, 7], dtype=torch.int32), exp, EXACT) is None
+    m = check(torch.tensor([1, 2, 0, 3, 9], dtype=torch.int32), exp, EXACT)  # across pairs
+    assert m is not None and "2 of 5 elements differ" in m.summary
+    m = check(torch.tensor([1, 3, 0, 2], dtype=torch.int32), exp, EXACT)  # shape first
+    assert m is not None and "wrong shape" in m.summary
+
+
 def test_same_bits_takes_one_element_tensors_with_any_stride() -> None:
     """``contiguous()`` keeps a one-element tensor's stride; viewing it as bytes then failed
     (found on the H200: a strided one-element bfloat16 argument crashed the mutation check)."""

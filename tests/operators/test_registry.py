@@ -55,6 +55,21 @@ def test_unknown_id_suggests() -> None:
         operators.get("aten::addd")
 
 
+def test_the_published_vllm13_prefix_names_the_same_problem() -> None:
+    assert operators.get("vllm13::rms_norm") is operators.get("vllm::rms_norm")
+    assert operators.canonical_id("vllm13::rms_norm") == "vllm::rms_norm"
+    assert operators.canonical_id("aten::add") == "aten::add"
+    with pytest.raises(operators.UnknownOperatorError):
+        operators.get("vllm13::no_such_kernel")
+
+
+def test_fp8_dtypes_are_known() -> None:
+    from operators.spec import dtype_from_name, dtype_name
+
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        assert dtype_name(dtype_from_name(name)) == name
+
+
 def test_duplicate_id_raises() -> None:
     with pytest.raises(registry.SpecError, match="duplicate operator id"):
         registry.register("aten::add", version=1, kind="compute")(_spec_class())

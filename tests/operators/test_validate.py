@@ -85,3 +85,37 @@ def test_sorts_hidden_rows_of_distinct_16_bit_keys_can_be_drawn() -> None:
                 spec.make_call(c, torch.Generator().manual_seed(seed))
                 drawn += 1
     assert drawn > 20
+
+
+def test_a_reference_that_writes_its_inputs_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent ships a call's inputs to the worker after computing the reference from them:
+    a reference that writes the answer into an in-place output would let a candidate that does
+    nothing pass."""
+    spec = operators.get("cublas::cublasDcopy_v2")
+    honest = type(spec).reference
+
+    def in_place(self: object, call: Call) -> tuple[Expected, ...]:
+        out = honest(self, call)  # type: ignore[arg-type]
+        call.args[3].copy_(out[0].value)
+        return out
+
+    monkeypatch.setattr(type(spec), "reference", in_place)
+    report = validate(spec, Tier.CPU)
+    assert any("reference modifies input argument 3" in p for p in report.problems)
+
+
+def test_an_output_of_the_shapes_alone_is_exempt_from_seed_dependence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """topk_softmax's token_expert_indices (k * num_tokens + t) are the same for every seed:
+    allowed because the reference says so, not otherwise."""
+    import dataclasses
+
+    spec = operators.get("vllm::topk_softmax")
+    assert validate(spec, Tier.CPU).ok
+    reference = type(spec).reference
+
+    def unmarked(self: object, call: Call) -> tuple[Expected, ...]:
+        return tuple(dataclasses.replace(e, from_shapes=False) for e in reference(spec, call))
+
+    monkeypatch.setattr(type(spec), "reference", unmarked)
+    assert any("do not depend" in p for p in validate(spec, Tier.CPU).problems)

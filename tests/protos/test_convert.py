@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from protos import convert
@@ -16,6 +18,7 @@ from protos.records import (
     Stage,
     Status,
     SystemInfo,
+    ToolchainFault,
     Verdict,
 )
 
@@ -29,8 +32,9 @@ def _verdict(status: Status = Status.WRONG_ANSWER) -> Verdict:
                  CaseTiming("u", False)),
         findings=(Finding("static", "rule", "line 3"),), log="tail",
         system=SystemInfo(platform="cuda", device_model="NVIDIA H200", sm_clock_mhz=0.0,
-                          peak_tflops={"bfloat16": 989.0}, peak_source="datasheet"),
-        wall_seconds=1.5)
+                          peak_tflops={"bfloat16": 989.0}, peak_source="datasheet",
+                          baselines={"aten": "torch", "cublas": "cublas", "vllm": "vllm"}),
+        wall_seconds=1.5, baseline="cublas")
 
 
 @pytest.mark.parametrize("status", list(Status))
@@ -55,9 +59,25 @@ def test_json_uses_bare_status_names() -> None:
     assert Verdict.from_json(d) == _verdict(Status.PASSED)
 
 
+def test_toolchain_fault_round_trips_on_the_wire_and_in_json() -> None:
+    fault = ToolchainFault("crash", "make_ttgir", "0123456789abcdef", "LLVM ERROR: x")
+    v = replace(_verdict(Status.TOOLCHAIN_ERROR), toolchain_fault=fault)
+    assert convert.verdict_from_proto(convert.verdict_to_proto(v)) == v
+    assert Verdict.from_json(v.to_json()) == v
+    assert v.to_json()["status"] == "TOOLCHAIN_ERROR"
+    assert convert.verdict_from_proto(convert.verdict_to_proto(_verdict())).toolchain_fault is None
+    assert fault.signature == "make_ttgir:0123456789abcdef"
+
+
+def test_toolchain_error_counts_against_the_model() -> None:
+    """Unsolved, as the published MC accuracy drops count it; only INFRA_ERROR is not scored."""
+    assert Status.TOOLCHAIN_ERROR.counts_against_model
+    assert not Status.INFRA_ERROR.counts_against_model
+
+
 def test_request_and_progress_round_trip() -> None:
     r = EvalRequest("id", "aten::mm", b"\xff\x00src", operator_version=0, candidate_name="x",
-                    skip_timing=True)
+                    skip_timing=True, platform="rocm")
     assert convert.request_from_proto(convert.request_to_proto(r)) == r
     r2 = EvalRequest("id", "aten::mm", b"src")
     assert convert.request_from_proto(convert.request_to_proto(r2)).operator_version is None
@@ -66,7 +86,7 @@ def test_request_and_progress_round_trip() -> None:
 
 
 def test_description_round_trip() -> None:
-    d = AgentDescription("a", "0.1.0", SystemInfo(platform="cpu"),
+    d = AgentDescription("a", "0.1.0", SystemInfo(platform="cpu", baselines={"vllm": "torch"}),
                          (DeviceInfo(0, "cpu", 2, 1, 0, None),), (("aten::add", 1),), 2, 0, 256,
                          False)
     assert convert.description_from_proto(convert.description_to_proto(d)) == d

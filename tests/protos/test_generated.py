@@ -36,3 +36,20 @@ def test_enums_start_unspecified() -> None:
 
     for enum in (agent_pb2.Status, agent_pb2.Stage):
         assert enum.Name(0).endswith("_UNSPECIFIED")
+
+
+def test_numbers_are_only_ever_appended() -> None:
+    """Other issues append to agent.proto too: what exists keeps its number, new values go after
+    the last one (a renumbered value would misread every stored or in-flight message)."""
+    from protos.kgb.agent.v1 import agent_pb2
+
+    statuses = ["UNSPECIFIED", "REJECTED", "COMPILE_ERROR", "RUNTIME_ERROR", "TIMEOUT",
+                "WRONG_ANSWER", "CHEAT_DETECTED", "PASSED", "INFRA_ERROR", "TOOLCHAIN_ERROR"]
+    for number, name in enumerate(statuses):
+        assert agent_pb2.Status.Value(f"STATUS_{name}") == number
+    verdict = agent_pb2.Verdict.DESCRIPTOR.fields_by_name
+    assert [verdict[n].number for n in ("wall_seconds", "public_only", "toolchain_fault")] == [
+        14, 15, 16]
+    request = agent_pb2.EvaluateRequest.DESCRIPTOR.fields_by_name
+    assert [request[n].number for n in ("skip_timing", "public_only", "platform")] == [6, 7, 8]
+    assert agent_pb2.Finding.DESCRIPTOR.fields_by_name["severity"].number == 4

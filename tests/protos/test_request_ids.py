@@ -15,9 +15,9 @@ import grpc
 import pytest
 
 import operators
-from generators.evaluation import AgentEvaluator, candidate_hash
+from coordinator.fleet import AgentEvaluator
 from protos import request_ids
-from protos.records import EvalRequest, Status, Verdict
+from protos.records import EvalRequest, Status, Verdict, candidate_id
 from protos.request_ids import RequestIds, SecretError, is_valid, load_coordinator_secret
 from tests.coordinator.fake_agents import fake, honest_verdict
 
@@ -112,7 +112,7 @@ def test_the_secret_stays_out_of_ids_logs_and_verdicts(caplog: pytest.LogCapture
         verdicts = asyncio.run(go())
     assert [v.status for v in verdicts] == [Status.PASSED] * 2
     expected = ids.derive(operator_id=ADD.id, operator_version=ADD.version,
-                          candidate_hash=candidate_hash(ADD.solution), mode="timed", run="r1",
+                          candidate_hash=candidate_id(ADD.solution), mode="timed", run="r1",
                           prefix="gen")
     assert [r.request_id for r in seen] == [expected] * 2
     assert all(r.operator_version == ADD.version for r in seen)
@@ -140,4 +140,4 @@ def test_evaluator_loads_the_secret_from_its_file(tmp_path: Path,
     assert path.exists() and os.stat(path).st_mode & 0o077 == 0
     assert got == [RequestIds(path.read_bytes()).derive(
         operator_id=ADD.id, operator_version=ADD.version,
-        candidate_hash=candidate_hash(ADD.solution), mode="timed", run="", prefix="gen")]
+        candidate_hash=candidate_id(ADD.solution), mode="timed", run="", prefix="gen")]

@@ -18,6 +18,7 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STATUS_CHEAT_DETECTED: _ClassVar[Status]
     STATUS_PASSED: _ClassVar[Status]
     STATUS_INFRA_ERROR: _ClassVar[Status]
+    STATUS_TOOLCHAIN_ERROR: _ClassVar[Status]
 
 class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -37,6 +38,7 @@ STATUS_WRONG_ANSWER: Status
 STATUS_CHEAT_DETECTED: Status
 STATUS_PASSED: Status
 STATUS_INFRA_ERROR: Status
+STATUS_TOOLCHAIN_ERROR: Status
 STAGE_UNSPECIFIED: Stage
 STAGE_QUEUED: Stage
 STAGE_STATIC: Stage
@@ -46,7 +48,7 @@ STAGE_TIMING: Stage
 STAGE_DONE: Stage
 
 class SystemInfo(_message.Message):
-    __slots__ = ("platform", "device_model", "driver", "torch_version", "triton_version", "python_version", "hostname", "sm_clock_mhz", "memory_clock_mhz", "temperature_c", "peak_bandwidth_gbps", "peak_tflops", "peak_source")
+    __slots__ = ("platform", "device_model", "driver", "torch_version", "triton_version", "python_version", "hostname", "sm_clock_mhz", "memory_clock_mhz", "temperature_c", "peak_bandwidth_gbps", "peak_tflops", "peak_source", "baselines")
     class PeakTflopsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +56,13 @@ class SystemInfo(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class BaselinesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     DEVICE_MODEL_FIELD_NUMBER: _ClassVar[int]
     DRIVER_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +76,7 @@ class SystemInfo(_message.Message):
     PEAK_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
     PEAK_TFLOPS_FIELD_NUMBER: _ClassVar[int]
     PEAK_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BASELINES_FIELD_NUMBER: _ClassVar[int]
     platform: str
     device_model: str
     driver: str
@@ -80,7 +90,8 @@ class SystemInfo(_message.Message):
     peak_bandwidth_gbps: float
     peak_tflops: _containers.ScalarMap[str, float]
     peak_source: str
-    def __init__(self, platform: _Optional[str] = ..., device_model: _Optional[str] = ..., driver: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., python_version: _Optional[str] = ..., hostname: _Optional[str] = ..., sm_clock_mhz: _Optional[float] = ..., memory_clock_mhz: _Optional[float] = ..., temperature_c: _Optional[float] = ..., peak_bandwidth_gbps: _Optional[float] = ..., peak_tflops: _Optional[_Mapping[str, float]] = ..., peak_source: _Optional[str] = ...) -> None: ...
+    baselines: _containers.ScalarMap[str, str]
+    def __init__(self, platform: _Optional[str] = ..., device_model: _Optional[str] = ..., driver: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., python_version: _Optional[str] = ..., hostname: _Optional[str] = ..., sm_clock_mhz: _Optional[float] = ..., memory_clock_mhz: _Optional[float] = ..., temperature_c: _Optional[float] = ..., peak_bandwidth_gbps: _Optional[float] = ..., peak_tflops: _Optional[_Mapping[str, float]] = ..., peak_source: _Optional[str] = ..., baselines: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
     __slots__ = ("index", "model", "memory_bytes", "capacity", "busy", "queued")
@@ -133,20 +144,24 @@ class DescribeResponse(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., harness_version: _Optional[str] = ..., system: _Optional[_Union[SystemInfo, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[DeviceInfo, _Mapping]]] = ..., suite: _Optional[_Iterable[_Union[SuiteEntry, _Mapping]]] = ..., capacity: _Optional[int] = ..., queue_depth: _Optional[int] = ..., max_queue: _Optional[int] = ..., timings_meaningful: _Optional[bool] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("request_id", "operator_id", "operator_version", "source", "candidate_name", "skip_timing")
+    __slots__ = ("request_id", "operator_id", "operator_version", "source", "candidate_name", "skip_timing", "public_only", "platform")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_VERSION_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_NAME_FIELD_NUMBER: _ClassVar[int]
     SKIP_TIMING_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     operator_id: str
     operator_version: int
     source: bytes
     candidate_name: str
     skip_timing: bool
-    def __init__(self, request_id: _Optional[str] = ..., operator_id: _Optional[str] = ..., operator_version: _Optional[int] = ..., source: _Optional[bytes] = ..., candidate_name: _Optional[str] = ..., skip_timing: _Optional[bool] = ...) -> None: ...
+    public_only: bool
+    platform: str
+    def __init__(self, request_id: _Optional[str] = ..., operator_id: _Optional[str] = ..., operator_version: _Optional[int] = ..., source: _Optional[bytes] = ..., candidate_name: _Optional[str] = ..., skip_timing: _Optional[bool] = ..., public_only: _Optional[bool] = ..., platform: _Optional[str] = ...) -> None: ...
 
 class CaseResult(_message.Message):
     __slots__ = ("name", "hidden", "passed", "mismatch", "max_abs_error", "bad_elements", "total_elements")
@@ -197,17 +212,31 @@ class CaseTiming(_message.Message):
     def __init__(self, name: _Optional[str] = ..., meaningful: _Optional[bool] = ..., median_us: _Optional[float] = ..., ci_low_us: _Optional[float] = ..., ci_high_us: _Optional[float] = ..., samples: _Optional[int] = ..., baseline_median_us: _Optional[float] = ..., speedup: _Optional[float] = ..., sol_percent: _Optional[float] = ..., launch_bound: _Optional[bool] = ..., throttled_discarded: _Optional[int] = ..., sm_clock_mhz: _Optional[float] = ..., temperature_c: _Optional[float] = ...) -> None: ...
 
 class Finding(_message.Message):
-    __slots__ = ("layer", "rule", "evidence")
+    __slots__ = ("layer", "rule", "evidence", "severity")
     LAYER_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
     layer: str
     rule: str
     evidence: str
-    def __init__(self, layer: _Optional[str] = ..., rule: _Optional[str] = ..., evidence: _Optional[str] = ...) -> None: ...
+    severity: str
+    def __init__(self, layer: _Optional[str] = ..., rule: _Optional[str] = ..., evidence: _Optional[str] = ..., severity: _Optional[str] = ...) -> None: ...
+
+class ToolchainFault(_message.Message):
+    __slots__ = ("kind", "pass_name", "message_hash", "message")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_HASH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    pass_name: str
+    message_hash: str
+    message: str
+    def __init__(self, kind: _Optional[str] = ..., pass_name: _Optional[str] = ..., message_hash: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Verdict(_message.Message):
-    __slots__ = ("status", "request_id", "operator_id", "operator_version", "candidate_hash", "device_model", "harness_version", "message", "cases", "timings", "findings", "log", "system", "wall_seconds")
+    __slots__ = ("status", "request_id", "operator_id", "operator_version", "candidate_hash", "device_model", "harness_version", "message", "cases", "timings", "findings", "log", "system", "wall_seconds", "public_only", "toolchain_fault", "baseline")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
@@ -222,6 +251,9 @@ class Verdict(_message.Message):
     LOG_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TOOLCHAIN_FAULT_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
     status: Status
     request_id: str
     operator_id: str
@@ -236,7 +268,10 @@ class Verdict(_message.Message):
     log: str
     system: SystemInfo
     wall_seconds: float
-    def __init__(self, status: _Optional[_Union[Status, str]] = ..., request_id: _Optional[str] = ..., operator_id: _Optional[str] = ..., operator_version: _Optional[int] = ..., candidate_hash: _Optional[str] = ..., device_model: _Optional[str] = ..., harness_version: _Optional[str] = ..., message: _Optional[str] = ..., cases: _Optional[_Iterable[_Union[CaseResult, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[CaseTiming, _Mapping]]] = ..., findings: _Optional[_Iterable[_Union[Finding, _Mapping]]] = ..., log: _Optional[str] = ..., system: _Optional[_Union[SystemInfo, _Mapping]] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
+    public_only: bool
+    toolchain_fault: ToolchainFault
+    baseline: str
+    def __init__(self, status: _Optional[_Union[Status, str]] = ..., request_id: _Optional[str] = ..., operator_id: _Optional[str] = ..., operator_version: _Optional[int] = ..., candidate_hash: _Optional[str] = ..., device_model: _Optional[str] = ..., harness_version: _Optional[str] = ..., message: _Optional[str] = ..., cases: _Optional[_Iterable[_Union[CaseResult, _Mapping]]] = ..., timings: _Optional[_Iterable[_Union[CaseTiming, _Mapping]]] = ..., findings: _Optional[_Iterable[_Union[Finding, _Mapping]]] = ..., log: _Optional[str] = ..., system: _Optional[_Union[SystemInfo, _Mapping]] = ..., wall_seconds: _Optional[float] = ..., public_only: _Optional[bool] = ..., toolchain_fault: _Optional[_Union[ToolchainFault, _Mapping]] = ..., baseline: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("stage", "detail", "done", "total")

@@ -1,0 +1,525 @@
+"""One candidate on one worker, as the agent drives it: load, check, time, re-check.
+
+The agent's side of a job (the worker's is ``device_agent.sandboxed_job``). Every report comes
+through the worker's :class:`~device_agent.protocol.WorkerChannel`; every way a report can be
+wrong (late, forged, malformed, unexpected, a failure of the candidate's code, a dead worker)
+becomes the candidate's verdict in :meth:`CandidateRun.run`, the one place that maps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from device_agent import judging, toolchain_faults
+from device_agent.case_inputs import Prepared
+from device_agent.codec import CodecError
+from device_agent.host_work import HostWork
+from device_agent.launchers import LauncherBuilder
+from device_agent.platforms import Platform
+from device_agent.protocol import (
+    Accepted,
+    BuildInputs,
+    Built,
+    CaseError,
+    CaseOutputs,
+    CheckCase,
+    Failure,
+    Forged,
+    Job,
+    Loaded,
+    LoadError,
+    Measure,
+    Ran,
+    Recheck,
+    Rechecked,
+    RunCase,
+    StartTiming,
+    Stop,
+    Timed,
+    Unexpected,
+    Upload,
+    Uploaded,
+    Warmed,
+    WorkerFailed,
+    accept,
+)
+from device_agent.stage_clock import StageClock
+from device_agent.worker_pool import Worker
+from operators.spec import Kind
+from protos.records import CaseResult, CaseTiming, Finding, Stage, Status, SystemInfo, Verdict
+
+if TYPE_CHECKING:
+    from device_agent.device_gate import DeviceGate
+    from device_agent.metrics import AgentMetrics
+    from protos.records import ToolchainFault
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+LOG_LIMIT = 8000
+WORKER_ACK_S = 30.0  # a live worker acknowledges its job at once; silence this long is a loss
+LAUNCH_BOUND_US = 10.0
+
+
+@dataclass(frozen=True)
+class StageBudgets:
+    """Per-stage deadlines in seconds (see docs/architecture.md). Each stage also ends
+    ``margin_s`` before the client's deadline, so the client always receives a verdict."""
+
+    load_s: float = 60.0
+    correctness_s: float = 180.0
+    timing_s: float = 240.0
+    timing_case_budget_s: float = 2.0
+    margin_s: float = 2.0
+
+
+@dataclass(frozen=True)
+class Harness:
+    """What an evaluator lends each of its runs."""
+
+    platform: Platform
+    layers: frozenset[str]
+    budgets: StageBudgets
+    host: HostWork  # the agent's own CPU work (comparisons)
+    launchers: LauncherBuilder | None  # builds the Triton launchers workers report
+    metrics: AgentMetrics | None
+
+    def launchers_built(self, reported: list[Any]) -> int:
+        """Hand the launchers a worker built itself to the agent's builder; returns how many."""
+        if self.launchers is not None:
+            self.launchers.request(reported)
+        return len(reported)
+
+
+class MakeVerdict(Protocol):
+    """The verdict of the run's request, with ``status``, ``message`` and ``details``."""
+
+    def __call__(self, status: Status, message: str, **details: Any) -> Verdict: ...
+
+
+class WorkerLost(Exception):
+    """A worker died (or stalled) before acknowledging its job: no candidate code had run."""
+
+
+@dataclass
+class _CheckLog:
+    """What the correctness stage logs at -vv: compiling off the gate, holding it."""
+
+    dry_s: float = 0.0
+    held_s: float = 0.0
+    own_launchers: int = 0  # Triton launchers the worker had to build itself
+    dry_stopped: str = ""  # the first dry run that stopped early
+    case_seconds: list[float] = field(default_factory=list)
+
+
+class CandidateRun:
+    """The stages of one candidate on one worker; :meth:`run` returns its verdict."""
+
+    def __init__(self, harness: Harness, worker: Worker, device: int, gate: DeviceGate,
+                 p: Prepared, verdict: MakeVerdict, report: Callable[..., None], *,
+                 system: SystemInfo, datasheet: SystemInfo, deadline: float, t0: float,
+                 skip_timing: bool) -> None:
+        self.h = harness
+        self.worker = worker
+        self.ch = worker.channel
+        self.device = device  # the pool's index
+        self.gate = gate
+        self.p = p
+        self.verdict = verdict
+        self.report = report  # progress: (Stage, detail, done, total)
+        self.system = system  # for % of speed-of-light (measured peaks where known)
+        self.datasheet = datasheet  # for the physical floor
+        self.t0 = t0
+        self.deadline = deadline
+        self.skip_timing = skip_timing
+        self.clock = StageClock(deadline - harness.budgets.margin_s)
+        self.stage = "load"
+        self.results: list[CaseResult] = []
+        self.check_log = _CheckLog()
+        self.baselines: set[str] = set()  # the libraries the timed cases' baseline ran
+
+    async def run(self) -> Verdict:
+        """The candidate's verdict. Raises :class:`WorkerLost` when the worker never took the
+        job: the system's failure, retried on another worker."""
+        self.report(Stage.LOAD)
+        await self._hand_over()
+        try:
+            await self._load()
+            decided = await self._check()
+            return decided if decided is not None else await self._time()
+        except TimeoutError:
+            return await self._toolchain_hang() or self._timed_out()
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError):
+            return await self._died()
+        except Forged as exc:
+            return self.verdict(Status.CHEAT_DETECTED, "result channel carried a forged message",
+                                cases=tuple(self.results),
+                                findings=(Finding("process", "result-channel-nonce", str(exc)),))
+        except CodecError as exc:  # a frame that does not decode, or a malformed message
+            return self.verdict(Status.RUNTIME_ERROR, f"malformed message from worker: {exc}",
+                                cases=tuple(self.results), log=_tail(self.worker.log_tail()))
+        except Unexpected as exc:
+            if self.stage == "timing":
+                return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {exc}",
+                                    cases=tuple(self.results))
+            return self.verdict(Status.RUNTIME_ERROR, str(exc))
+        except WorkerFailed as exc:
+            return self._failed(exc.failure)
+
+    # ---- load ------------------------------------------------------------------------------------
+    async def _hand_over(self) -> None:
+        """Give the worker its job and wait for its acknowledgement, sent before any candidate
+        code runs: a worker that dies or stalls before it is lost to the system, never the
+        candidate's fault."""
+        p, ch = self.p, self.ch
+        module_name = f"kgb_candidate_{p.candidate_hash[:16]}"
+        path = self.worker.workdir / f"{module_name}.py"
+        path.write_text(p.source, encoding="utf-8")
+        ch.nonce = secrets.token_hex(16)
+        self.clock.start(self.h.budgets.load_s)
+        try:
+            await ch.send(Job(nonce=ch.nonce, operator_id=p.spec.id, path=str(path),
+                              module_name=module_name, n_calls=len(p.calls),
+                              layers=tuple(sorted(self.h.layers))))
+            await ch.expect(Accepted, until=min(time.monotonic() + WORKER_ACK_S, self.clock.end))
+        except (EOFError, asyncio.IncompleteReadError, ConnectionError, CodecError) as exc:
+            raise WorkerLost(f"{type(exc).__name__}, worker "
+                             f"{describe_exit(self.worker.proc.returncode)}"
+                             f"{self.worker.death_note()}") from None
+        except TimeoutError:
+            raise WorkerLost(f"no acknowledgement within {WORKER_ACK_S:.0f}s") from None
+        except (Forged, Unexpected) as exc:
+            raise WorkerLost(f"unexpected first message {exc.kind!r}") from None
+
+    async def _load(self) -> None:
+        self.clock.start(self.h.budgets.load_s)
+        await self.ch.expect(Loaded, until=self.clock.end)
+
+    # ---- correctness -----------------------------------------------------------------------------
+    async def _check(self) -> Verdict | None:
+        """Every case, checked as it comes back; a verdict as soon as one is decided."""
+        self.stage = "correctness"
+        n = len(self.p.calls)
+        self.report(Stage.CORRECTNESS, "", 0, n)
+        self.clock.start(self.h.budgets.correctness_s)
+        unstable: list[Finding] = []  # determinism: a second run disagreed with the first
+        for i in range(n):
+            asked, out = await self._run_case(i)
+            decided = await self._judge_case(asked, out, unstable)
+            if decided is not None:
+                return decided
+            self.check_log.case_seconds.append(out.seconds)
+            self.report(Stage.CORRECTNESS, self.p.names[i], i + 1, n)
+        c = self.check_log
+        log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
+                  "waited for the device %.2fs, launchers built by the worker %d%s",
+                  self.p.spec.ref, self.p.candidate_hash[:12], len(self.results), c.dry_s,
+                  c.held_s, self.clock.waited, c.own_launchers, c.dry_stopped[:300])
+        return await self._correctness_verdict(unstable)
+
+    async def _run_case(self, i: int) -> tuple[CheckCase, CaseOutputs]:
+        """The case goes over, and the worker runs it dry (compiling its kernels), before the
+        device is asked for: the gate is held only while the device works."""
+        p, layers, ch = self.p, self.h.layers, self.ch
+        probe = i in p.probes
+        asked = CheckCase(index=i, call=p.calls[i], warm=self.h.platform.compiles_kernels,
+                          ghost=probe and "ghost" in layers and p.spec.kind is Kind.COMPUTE,
+                          repeat=probe and "determinism" in layers,
+                          replay=p.replays[i][0] if i in p.replays else None)
+        await ch.send(asked, until=self.clock.end)
+        warmed = await ch.expect(Warmed, until=self.clock.end, index=i)
+        self.check_log.dry_s += warmed.seconds
+        self.check_log.own_launchers += self.h.launchers_built(warmed.launchers)
+        if warmed.stopped and not self.check_log.dry_stopped:
+            self.check_log.dry_stopped = f"; case {p.names[i]}'s dry run stopped: {warmed.stopped}"
+        async with self.clock.holding(self.gate.shared, self.worker):  # not while timing
+            held = time.monotonic()
+            await ch.send(RunCase(index=i))
+            ran = await ch.recv(self.clock.end)
+            self.check_log.held_s += time.monotonic() - held
+        accept(ran, Ran, i)
+        return asked, await ch.expect(CaseOutputs, until=self.clock.end, index=i)  # off the gate
+
+    async def _judge_case(self, asked: CheckCase, out: CaseOutputs,
+                          unstable: list[Finding]) -> Verdict | None:
+        p, i, layers = self.p, asked.index, self.h.layers
+        findings = judging.runtime_findings(p, i, out, layers)
+        findings += await self._host_check(judging.ghost_findings, p, i, out, layers)
+        if findings:
+            await self._stop()
+            return self.verdict(Status.CHEAT_DETECTED,
+                                " ; ".join(f.evidence for f in findings)[:1500],
+                                cases=tuple(self.results), findings=findings)
+        result = await self._host_check(judging.check_case, p, i, out)
+        self.results.append(result)
+        launchless = judging.launches_finding(p, i, out, layers) if result.passed else None
+        if launchless is not None:
+            await self._stop()
+            return self.verdict(Status.CHEAT_DETECTED, launchless.evidence[:1500],
+                                cases=tuple(self.results), findings=(launchless,))
+        if result.passed and asked.repeat:
+            differs = await self._host_check(judging.determinism_finding, p, i, out)
+            if differs is not None:
+                unstable.append(differs)
+        if result.passed and asked.replay is not None:
+            stale = await self._host_check(judging.replay_finding, p, i, out)
+            if stale is not None:
+                unstable.append(stale)
+        return None
+
+    async def _host_check(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """The agent's own comparison of a case: its time is the agent's load, not the
+        candidate's, so it extends the stage's deadline (as waiting for the device does); the
+        request's own deadline still bounds it."""
+        began = time.monotonic()
+        try:
+            return await self.h.host.check(fn, *args)
+        finally:
+            self.clock.extend(time.monotonic() - began)
+
+    async def _correctness_verdict(self, unstable: list[Finding]) -> Verdict | None:
+        failed = [r for r in self.results if not r.passed]
+        if failed:
+            await self._stop()
+            first = failed[0]
+            return self.verdict(Status.WRONG_ANSWER,
+                                f"{len(failed)} of {len(self.results)} cases wrong; first "
+                                f"{first.name}: {first.mismatch}"[:1500], cases=tuple(self.results))
+        if unstable:
+            await self._stop()
+            return self.verdict(Status.WRONG_ANSWER, unstable[0].evidence[:1500],
+                                cases=tuple(self.results), findings=tuple(unstable))
+        return None
+
+    # ---- timing and re-check ---------------------------------------------------------------------
+    async def _time(self) -> Verdict:
+        self.stage = "timing"
+        timings: tuple[CaseTiming, ...] = ()
+        if self.skip_timing:
+            await self._stop()
+        elif not self.h.platform.timings_meaningful:
+            await self._stop()
+            timings = tuple(
+                CaseTiming(name=self.p.names[i], meaningful=False, median_us=s * 1e6, samples=1)
+                for i, s in enumerate(self.check_log.case_seconds[:3]))
+        else:
+            self.report(Stage.TIMING)
+            timings, drifts, during = await self._time_cases()
+            decided = self._timing_verdict(timings, drifts, during)
+            if decided is not None:
+                return replace(decided, baseline="+".join(sorted(self.baselines)))
+        self.report(Stage.DONE)
+        return self.verdict(Status.PASSED, f"all {len(self.results)} cases passed",
+                            cases=tuple(self.results), timings=timings,
+                            baseline="+".join(sorted(self.baselines)))
+
+    async def _time_cases(self) -> tuple[tuple[CaseTiming, ...], list[str | None],
+                                         tuple[Finding, ...]]:
+        """Per benchmark case: the worker makes its input sets while the device is shared, then
+        measures while this agent holds the device alone, then re-checks its outputs. Returns
+        the timings, per case how the outputs after timing differ from the reference (None where
+        they agree), and findings made while timing."""
+        bench = list(self.p.spec.benchmark_cases())
+        seeds = [secrets.randbits(48) for _ in bench]
+        self.clock.start(self.h.budgets.timing_s)
+        await self.ch.send(StartTiming(n_cases=len(bench),
+                                       budget_s=self.h.budgets.timing_case_budget_s, l2_bytes=0))
+        # The re-check call runs under the device's kernel profiler (the profile layer).
+        profile = ("profile" in self.h.layers and self.p.spec.kind is Kind.COMPUTE
+                   and bool(getattr(self.h.platform, "profiles_device", False)))
+        out: list[CaseTiming] = []
+        drifts: list[str | None] = []
+        found: list[Finding] = []
+        for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
+            timing, drift, evidence = await self._time_case(index, case, seed, profile)
+            out.append(timing)
+            drifts.append(drift)
+            found += evidence
+            if found or (drift is not None and "timing" in self.h.layers):
+                break  # the verdict is decided: the remaining cases need no device time
+        return tuple(out), drifts, tuple(found)
+
+    async def _time_case(self, index: int, case: Any, seed: int,
+                         profile: bool) -> tuple[CaseTiming, str | None, list[Finding]]:
+        ch, clock, gate = self.ch, self.clock, self.gate
+        t_build = time.monotonic()
+        # The worker makes the input sets on the device while it is shared (on the cpu
+        # platform, at BuildInputs, without the gate). On a compiling platform it first runs the
+        # case dry on benchmark-sized allocations, so no kernel compiles while the device is held.
+        await ch.send(BuildInputs(index=index, seed=seed, warm=self.h.platform.compiles_kernels))
+        built = await ch.expect(Built, until=clock.end, index=index)
+        self.h.launchers_built(built.launchers)
+        async with clock.holding(gate.shared, self.worker) as (asked, t_upload):
+            await ch.send(Upload(index=index))
+            await ch.expect(Uploaded, until=clock.end, index=index)
+        async with clock.holding(gate.exclusive, self.worker) as (asked_x, went):
+            await ch.send(Measure(index=index))
+            measured = await ch.recv(clock.end)
+            wall = time.monotonic() - went
+        if self.h.metrics is not None:  # outside the exclusive window, which is being timed
+            self.h.metrics.timing_lock_waited(self.device, went - asked_x)
+        timed = accept(measured, Timed, index)
+        self.baselines.add(timed.measurement.baseline)
+        # One more call on pristine inputs, checked against the reference in the worker, with
+        # the device shared: it does not hold up other timers.
+        async with clock.holding(gate.shared, self.worker) as (asked_r, t_recheck):
+            await ch.send(Recheck(index=index, profile=profile))
+            reply = await ch.recv(clock.end)
+        rechecked = accept(reply, Rechecked, index)
+        m = timed.measurement
+        log.debug("%s %s timing %s: build %.2fs (dry run %.2fs%s), upload wait %.2fs + %.2fs, "
+                  "exclusive wait %.2fs + held %.2fs (measured %.2fs, %d samples), recheck "
+                  "wait %.2fs + %.2fs", self.p.spec.ref, self.p.candidate_hash[:12], case.name,
+                  asked - t_build, built.seconds,
+                  f", stopped: {built.stopped}" if built.stopped else "", t_upload - asked,
+                  asked_x - t_upload, went - asked_x, wall, m.wall_s, m.samples,
+                  t_recheck - asked_r, time.monotonic() - t_recheck)
+        if profile and rechecked.device_time is not None:
+            log.debug("%s %s %s: own kernels %.0f of %.0f µs device time", self.p.spec.ref,
+                      self.p.candidate_hash[:12], case.name, rechecked.device_time.own_us,
+                      rechecked.device_time.total_us)
+        found = judging.timing_findings(case.name, timed, rechecked, wall, self.h.layers, profile,
+                                        self.system.baseline_for(self.p.spec.id))
+        drift = rechecked.drift[:1500] if rechecked.drift is not None else None
+        return self._case_timing(case, timed), drift, found
+
+    def _case_timing(self, case: Any, timed: Timed) -> CaseTiming:
+        m = timed.measurement
+        med, base = m.median_us, m.baseline_median_us
+        return CaseTiming(
+            name=case.name, meaningful=True, median_us=med, ci_low_us=m.ci_low_us,
+            ci_high_us=m.ci_high_us, samples=m.samples, baseline_median_us=base,
+            speedup=base / med if med > 0 else None,
+            sol_percent=judging.sol_percent(self.system, self.p.spec, case, med),
+            launch_bound=med < LAUNCH_BOUND_US, throttled_discarded=m.throttled_discarded,
+            sm_clock_mhz=m.sm_clock_mhz, temperature_c=m.temperature_c)
+
+    def _timing_verdict(self, timings: tuple[CaseTiming, ...], drifts: list[str | None],
+                        during: tuple[Finding, ...]) -> Verdict | None:
+        cases, layers = tuple(self.results), self.h.layers
+        if during:
+            return self.verdict(Status.CHEAT_DETECTED, during[0].evidence[:1500], cases=cases,
+                                timings=timings, findings=during)
+        too_fast = (judging.below_floor(self.datasheet, self.p.spec, timings)
+                    if "timing" in layers else ())
+        if too_fast:
+            return self.verdict(Status.CHEAT_DETECTED, too_fast[0].evidence, cases=cases,
+                                timings=timings, findings=too_fast)
+        drift = next((d for d in drifts if d), None) if "timing" in layers else None
+        if drift is not None:
+            return self.verdict(Status.WRONG_ANSWER, drift, cases=cases, timings=timings,
+                                findings=(Finding("timing", "recheck-after-timing", drift),))
+        return None
+
+    # ---- how a run ends badly ----------------------------------------------------------------------
+    async def _stop(self) -> None:
+        """Tell the worker the verdict is decided (it may be gone already)."""
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.ch.send(Stop())
+
+    def _timed_out(self) -> Verdict:
+        now = time.monotonic()
+        margin = self.h.budgets.margin_s
+        material = self.clock.waited >= max(1.0, 0.1 * (self.deadline - self.t0))
+        if self.clock.waiting_since or (material and now >= self.deadline - margin - 0.5):
+            # The request's own deadline ran out while the candidate waited for the device:
+            # an overloaded agent, never the candidate's fault. A candidate that hangs
+            # through the deadline after a negligible wait is the candidate's TIMEOUT.
+            return self.verdict(Status.INFRA_ERROR,
+                                f"{self.stage} stage: the request's deadline passed after "
+                                f"{self.clock.waited_now():.0f} s waiting for the device; retry "
+                                "on a less busy agent", cases=tuple(self.results))
+        return self.verdict(Status.TIMEOUT, f"{self.stage} stage passed its deadline; worker killed",
+                            cases=tuple(self.results), log=_tail(self.worker.log_tail()))
+
+    async def _toolchain_hang(self) -> Verdict | None:
+        """TOOLCHAIN_ERROR when the worker, past its deadline, is stuck in the platform's
+        compiler (its stacks say so); None otherwise (its own TIMEOUT or the system's)."""
+        if self.clock.waiting_since or not self.h.platform.toolchain.files:
+            return None  # waiting for the device, not running (or nothing compiles here)
+        found = await toolchain_faults.hung(self.worker, self.h.platform.toolchain)
+        return self._toolchain_verdict(found, f"{self.stage} stage") if found else None
+
+    def _toolchain_verdict(self, found: ToolchainFault, where: str, log: str = "") -> Verdict:
+        return self.verdict(Status.TOOLCHAIN_ERROR,
+                            toolchain_faults.describe(found, self.h.platform.name, where),
+                            cases=tuple(self.results), toolchain_fault=found,
+                            log=_tail(log or self.worker.log_tail()))
+
+    async def _died(self) -> Verdict:
+        try:
+            code: int | None = await asyncio.wait_for(self.worker.proc.wait(), timeout=5)
+        except TimeoutError:
+            code = None
+        found = (toolchain_faults.crashed(self.worker, self.h.platform.toolchain)
+                 if code is not None and code < 0 else None)
+        if found is not None:
+            return self._toolchain_verdict(found, f"{self.stage} stage")
+        return self.verdict(Status.RUNTIME_ERROR,
+                            f"worker {describe_exit(code)} during {self.stage} without a result"
+                            f"{self.worker.death_note()}", log=_tail(self.worker.log_tail()))
+
+    def _failed(self, failure: Failure) -> Verdict:
+        """The candidate's code failed where the worker was to report: how, as a verdict."""
+        if isinstance(failure, LoadError):
+            what = {"syntax": "does not parse", "import": "fails to import",
+                    "missing_entry": "lacks an entry point"}.get(failure.kind, "fails to load")
+            return self.verdict(Status.COMPILE_ERROR, f"candidate {what}: {failure.message}",
+                                log=_tail(failure.traceback))
+        if isinstance(failure, CaseError):
+            return self._case_failed(failure)
+        if failure.toolchain_stage is not None:
+            return self._toolchain_verdict(
+                toolchain_faults.raised(failure.toolchain_stage, failure.message), "timing",
+                failure.traceback)
+        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {failure.message}",
+                            cases=tuple(self.results), log=_tail(failure.traceback))
+
+    def _case_failed(self, error: CaseError) -> Verdict:
+        name = self.p.names[error.index]
+        if error.platform_limit:
+            return self.verdict(Status.INFRA_ERROR,
+                                f"case {name}: the {self.h.platform.name} platform cannot run "
+                                f"this candidate ({error.message}); evaluate it on another "
+                                "platform"[:1500], log=_tail(error.traceback))
+        if error.toolchain_stage is not None:
+            return self._toolchain_verdict(
+                toolchain_faults.raised(error.toolchain_stage, error.message), f"case {name}",
+                error.traceback)
+        status = Status.COMPILE_ERROR if error.compile or error.signature else Status.RUNTIME_ERROR
+        self.results.append(CaseResult(name=name, passed=False, hidden=self.p.hidden[error.index],
+                                       mismatch=error.message[:1000]))
+        what = ("wrong signature" if error.signature else
+                "a kernel fails to compile" if status is Status.COMPILE_ERROR else "raised")
+        crash = f"case {name}: {what}: {error.message}"
+        earlier = [r for r in self.results[:-1] if not r.passed]
+        if earlier:  # the first failure decides the status; the crash is recorded
+            status = Status.WRONG_ANSWER
+            crash = (f"{len(earlier)} case(s) wrong before a crash; first "
+                     f"{earlier[0].name}: {earlier[0].mismatch}; then {crash}")
+        return self.verdict(status, crash[:1500], cases=tuple(self.results),
+                            log=_tail(error.traceback))
+
+
+def _tail(text: str, limit: int = LOG_LIMIT) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
