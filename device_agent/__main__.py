@@ -1,5 +1,6 @@
 """``python -m device_agent serve`` — what ``kgb agent serve`` runs; ``python -m device_agent
-token add`` — what ``kgb agent token add`` runs.
+token add`` — what ``kgb agent token add`` runs; ``python -m device_agent validate`` — what
+``kgb operators validate`` runs (``device_agent/problem_check.py``).
 
 Kept free of the coordinator, Ray and LLM SDKs: a GPU host needs only torch, triton, grpcio
 (+ health/reflection), protobuf, orjson and numpy. ``coordinator/cli/agent_cmd.py`` mirrors
@@ -17,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from device_agent import problem_check
 from device_agent.layers import LAYERS
 from device_agent.platforms import platform_names
 
@@ -73,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="-v: one log line per evaluation with its stage times; -vv: also each "
                         "timed case's input, wait, hold and recheck times")
     _access_arguments(s)
+    problem_check.add_parser(sub)
     t = sub.add_parser("token", help="manage bearer tokens").add_subparsers(dest="token_command",
                                                                             required=True)
     a = t.add_parser("add", help="create a token for a tenant, append its SHA-256 digest to a "
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "token":
         return _token(args)
+    if args.command == "validate":
+        return problem_check.run(args)
     # gRPC's C core prints its own log lines; keep stderr to our one-line messages unless asked.
     os.environ.setdefault("GRPC_VERBOSITY", "DEBUG" if args.verbose else "NONE")
     from device_agent.server import AgentSettings, BindError, serve

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 import orjson
 
 import operators
-from operators.spec import Source, Tier
+from coordinator.local_agent import with_repo_on_path
+from operators.spec import Source
 
 
 def _spec_or_exit(op_id: str) -> operators.OperatorSpec:
@@ -114,37 +116,16 @@ def show_cmd(op_id: str, solution: bool, negative: str | None, prompt: bool) -> 
 def validate_cmd(op_ids: tuple[str, ...], tier: str, controls: bool, budget_s: float) -> None:
     """Check problems themselves: deterministic reference, tolerances that accept PyTorch in
     the case's own precision, memory budget, informative outputs; with --controls (default)
-    the reference solution passes and every negative control is caught."""
-    device = _controls_device() if controls else "cpu"
-    from operators.validate import validate
+    the reference solution passes and every negative control is caught.
 
-    specs = [_spec_or_exit(i) for i in op_ids] if op_ids else operators.all_specs()
-    failed = 0
-    for spec in specs:
-        report = validate(spec, Tier(tier), controls=controls, device=device)
-        if budget_s and report.seconds > budget_s:
-            report.problems.append(f"took {report.seconds:.1f}s, over the {budget_s:g}s budget")
-        mark = click.style("ok  ", fg="green") if report.ok else click.style("FAIL", fg="red")
-        click.echo(f"{mark} {spec.ref:40s} {report.checks} checks, {report.seconds:.1f}s")
-        for p in report.problems:
-            click.echo(f"       - {p}")
-        failed += not report.ok
-    if failed:
-        click.echo(f"{failed} of {len(specs)} problems failed validation", err=True)
-        sys.exit(1)
-
-
-def _controls_device() -> str:
-    """Where controls run: the GPU if torch sees one, else the CPU under Triton's interpreter
-    (set up before triton is first imported, with the cpu platform's interpreter support)."""
-    import os
-
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    from device_agent.platforms.cpu import install_interpreter_support
-
-    install_interpreter_support()
-    return "cpu"
+    Running solutions and controls is the agent host's work: this execs
+    ``python -m device_agent validate`` with the same options."""
+    for op_id in op_ids:
+        _spec_or_exit(op_id)
+    argv = ["validate", *op_ids, "--tier", tier, "--budget", repr(budget_s),
+            "--controls" if controls else "--no-controls"]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "device_agent", *argv], env)

@@ -43,9 +43,6 @@ MAY_IMPORT = {
 }
 # Known departures (docs/architecture.md, "Installs and imports").
 DEPARTURES = {
-    # `kgb operators validate` runs the controls in-process with the cpu platform's interpreter
-    # support; the coordinator then needs the base install, which it always has.
-    ("coordinator/cli/operators_cmd.py", "device_agent"),
     # `make protos` regenerates the stubs: a development step (grpcio-tools is in `dev`).
     ("protos/generate.py", "grpc_tools"),
 }
