@@ -185,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
-        parts = self.path.split("/", 2)
+        parts = self.path.split("?", 1)[0].split("/", 2)  # a query (Claude Code: ?beta=true) is ignored
         endpoint = parts[1] if len(parts) > 2 else ""
         rest = "/" + parts[2] if len(parts) > 2 else ""
         if endpoint not in state.endpoints or rest not in (OPENAI_PATH, ANTHROPIC_PATH):

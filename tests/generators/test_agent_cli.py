@@ -74,9 +74,10 @@ def _reply(text: str, tokens: int = 100) -> dict[str, Any]:
 
 
 async def _run(server: FakeServer, store: Store, mode: str, verifier: Verifier, root: Path,
-               sample: int = 0, extra: tuple[str, ...] = (), **options: Any) -> Trajectory:
+               sample: int = 0, extra: tuple[str, ...] = (), command: list[str] | None = None,
+               **options: Any) -> Trajectory:
     method = generators.create_trajectory(
-        "agent-cli", command=[FAKE, mode, "{model}", *extra], workspace_root=str(root),
+        "agent-cli", command=command or [FAKE, mode, "{model}", *extra], workspace_root=str(root),
         **options)
     config = EndpointConfig(name="ep-anthropic", kind="anthropic", base_url=server.url("ep", "anthropic"),
                             api_key_env=KEY_ENV, timeout_s=10, max_retries=0, stream=True)
@@ -230,3 +231,79 @@ def test_the_sweep_spec_names_the_key_of_a_bad_agent_cli_entry(tmp_path: Path) -
         parse_spec(spec('name = "agent-cli"\ncommand = ["no-such-agent-cli"]'), "t.toml")
     with pytest.raises(SweepSpecError, match=r"methods\[0\]\.log_format"):
         parse_spec(spec(f'name = "agent-cli"\ncommand = ["{FAKE}"]\nlog_format = "xml"'), "t.toml")
+
+
+# -- the real Claude Code CLI (npm), pointed through the proxy at the scripted server ------------
+
+CLAUDE_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+              "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"}
+
+
+@pytest.fixture(scope="session")
+def claude_exe() -> str:
+    """Claude Code installed from npm once per session (tests/generators/claude_code.py)."""
+    from tests.generators.claude_code import Unavailable, install
+
+    try:
+        return str(install())
+    except Unavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Claude Code could not be installed in CI: {exc}")
+        pytest.skip(f"Claude Code could not be installed: {exc}")
+
+
+def _tool(tokens: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {**_reply(f"Next: {name}.", tokens),
+            "tool_calls": [{"id": f"toolu_{tokens}", "name": name, "arguments": arguments}]}
+
+
+def _tool_result(body: dict[str, Any], tool_use_id: str) -> str:
+    """The text of the request's result for that tool call (Claude Code adds reminders around)."""
+    blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+              if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id]
+    assert len(blocks) == 1, body["messages"]
+    return json.dumps(blocks[0]["content"])
+
+
+@pytest.mark.slow
+def test_claude_code_writes_and_verifies_through_the_proxy(
+        tmp_path: Path, claude_exe: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code's own Read, Write and Bash tools, asked for by the scripted server: it writes a
+    wrong kernel, ``verify`` says so, it rewrites and verifies again, then answers in text."""
+    for name, value in CLAUDE_ENV.items():
+        monkeypatch.setenv(name, value)
+    replies = [_tool(100, "Read", {"file_path": "kernel.py"}),
+               _tool(200, "Write", {"file_path": "kernel.py", "content": BAD}),
+               _tool(300, "Bash", {"command": "verify", "description": "Check the kernel"}),
+               _tool(400, "Write", {"file_path": "kernel.py", "content": GOOD}),
+               _tool(500, "Bash", {"command": "verify kernel.py", "description": "Check again"}),
+               _reply("kernel.py passes the public cases.", 600)]
+    verifier = Verifier()
+    command = [claude_exe, "-p", "{prompt}", "--output-format", "stream-json", "--verbose",
+               "--model", "{model}", "--dangerously-skip-permissions"]
+    traj, store, server = _play(tmp_path, "", replies, verifier=verifier, command=command,
+                                env=sorted(CLAUDE_ENV), time_limit_s=120)
+    art = dict(traj.artifacts)
+    assert traj.end is EndReason.CANDIDATE, (traj.detail, art.get("stderr"))
+    assert traj.final == GOOD and verifier.sources == [BAD, GOOD]
+    assert [t.verdict.status for t in traj.verifications if t.verdict] == \
+        [Status.WRONG_ANSWER, Status.PASSED]
+    assert art["cli_version"].startswith("2.") and "Claude Code" in art["cli_version"]
+    assert art["verify/1"] == BAD and art["verify/2"] == GOOD
+    events = [json.loads(line) for line in art["transcript"].splitlines()]
+    assert events[0]["type"] == "system" and events[-1]["type"] == "result"
+    assert not events[-1]["is_error"] and events[-1]["num_turns"] == 6
+    # the ledger: one call per scripted reply, tokens equal to the server's billing and the CLI's
+    seen = server.requests()
+    assert len(seen) == len(traj.calls) == 6 and art["usage_check"] == "agrees"
+    assert traj.usage == _server_total(server) and traj.usage.completion_tokens == 210
+    rows = store.db.execute("SELECT turn, attempt, completed IS NOT NULL FROM llm_intents "
+                            "ORDER BY turn").fetchall()
+    assert rows == [(t, 1, 1) for t in range(1, 7)]
+    assert store.db.execute("SELECT COUNT(*), SUM(completion_tokens) FROM llm_calls").fetchone() \
+        == (6, 210)
+    assert all(r["x_api_key"] == KEY and r["body"]["model"] == MODEL for r in seen)
+    # what verify printed went back to the model as the Bash tool's results
+    assert "WRONG_ANSWER" in _tool_result(seen[3]["body"], "toolu_300")
+    assert "PASSED" in _tool_result(seen[5]["body"], "toolu_500")
+    assert KEY not in art["transcript"]
