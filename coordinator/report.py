@@ -33,6 +33,7 @@ from coordinator.report_metrics import (
     Scope,
     geomean,
     is_excluded,
+    method_rounds,
     metric_rows,
     problem_outcomes,
     run_scope,
@@ -385,7 +386,8 @@ def build_report(run_id: str, results: Sequence[TrajectoryResult], usage: Sequen
     outcomes = problem_outcomes(results)
     return RunReport(run_id, ks_t, tuple(group_rows(results, ks_t)), tuple(funnel_rows(results)),
                      funnel(results), tuple(costs), cost_total(costs), tuple(track_rows(results)),
-                     scope=scope, metrics=tuple(metric_rows(outcomes, scope)),
+                     scope=scope,
+                     metrics=tuple(metric_rows(outcomes, scope, method_rounds(config))),
                      outcomes=tuple(outcomes))
 
 

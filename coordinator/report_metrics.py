@@ -1,6 +1,7 @@
 """The headline metrics of a sweep, each defined once (docs/reports.md, "Headline metrics"):
 accuracy over the problems the sweep *named*, fast_p, the paper's speed-up (also over the
-problems every compared method solved), % of speed-of-light, and 95 % bootstrap intervals.
+problems every compared method solved), % of speed-of-light, 95 % bootstrap intervals, and the
+sequential Pass@K of ``sample`` with ``rounds`` (pass after round K).
 
 Pure functions of ``trajectory_results`` rows and the run's recorded spec: the denominator is the
 suite or list of problems the sweep named (:func:`run_scope`), so a problem that was never
@@ -92,6 +93,27 @@ def _spec_selection(config: Mapping[str, Any] | None) -> tuple[list[str], list[s
     return [str(s) for s in suites], [str(o) for o in ops]
 
 
+def method_rounds(config: Mapping[str, Any] | None) -> dict[str, int]:
+    """The sequential methods of the run's recorded spec: method label -> ``rounds``, for each
+    ``[[methods]]`` entry of ``sample`` with ``rounds`` > 1 (such a trajectory stops at its first
+    passing round, so its passing round is its turn count). Empty without a recorded spec."""
+    text = (config or {}).get("spec")
+    if not isinstance(text, str):
+        return {}
+    try:
+        tables = tomllib.loads(text).get("methods", [])
+    except tomllib.TOMLDecodeError:
+        return {}
+    out: dict[str, int] = {}
+    for t in tables if isinstance(tables, list) else ():
+        if not isinstance(t, dict) or t.get("name") != "sample":
+            continue
+        rounds = t.get("rounds", 1)
+        if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds > 1:
+            out[str(t.get("label", "sample"))] = rounds
+    return out
+
+
 def run_scope(config: Mapping[str, Any] | None, results: Iterable[TrajectoryResult]) -> Scope:
     """The denominator of a run: per source, the published size of a suite that covers it, else
     the operators listed (and attempted) of that source; never fewer than the problems attempted."""
@@ -146,6 +168,7 @@ class ProblemOutcome:
     toolchain: int
     speedup: float | None
     sol_percent: float | None
+    solved_round: int | None = None   # the fewest turns of a passing sample (None: unsolved)
 
     @property
     def solved(self) -> bool:
@@ -176,7 +199,8 @@ def problem_outcomes(results: Iterable[TrajectoryResult]) -> list[ProblemOutcome
         out.append(ProblemOutcome(
             *key, scored=len(rows) - excluded, passed=len(passing), excluded=excluded,
             toolchain=sum(1 for r in rows if r.status is Status.TOOLCHAIN_ERROR),
-            speedup=geomean(speeds), sol_percent=sum(sols) / len(sols) if sols else None))
+            speedup=geomean(speeds), sol_percent=sum(sols) / len(sols) if sols else None,
+            solved_round=min((r.turns for r in passing), default=None)))
     return out
 
 
@@ -230,15 +254,18 @@ class MetricRow:
     common_speedup: float | None
     sol_percent: float | None
     problems: tuple[str, ...] = field(default=(), repr=False)   # the solved problems
+    pass_after_round: tuple[float | None, ...] = ()   # sequential Pass@K, K = 1..rounds
 
     def fast(self, p: float) -> float | None:
         return dict(self.fast_p)[_fast_key(p)]
 
     def to_json(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("fast_p", "problems")}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__
+             if k not in ("fast_p", "problems", "pass_after_round")}
         d["accuracy_ci"] = list(self.accuracy_ci) if self.accuracy_ci else None
         d["speedup_ci"] = list(self.speedup_ci) if self.speedup_ci else None
         d["fast_p"] = dict(self.fast_p)
+        d["pass_after_round"] = list(self.pass_after_round)
         return d
 
 
@@ -260,9 +287,20 @@ def _fast_p(outs: Sequence[ProblemOutcome], named: int) -> tuple[tuple[str, floa
     return tuple(out)
 
 
+def pass_after_round(outs: Sequence[ProblemOutcome], named: int,
+                     rounds: int) -> tuple[float | None, ...]:
+    """Sequential Pass@K for K = 1..``rounds``: the named problems solved by round K (a sample
+    whose passing round is at most K) over ``named``; None for each K when nothing is named."""
+    if named == 0:
+        return (None,) * rounds
+    firsts = [o.solved_round for o in outs if o.solved and o.solved_round is not None]
+    return tuple(sum(1 for f in firsts if f <= k) / named for k in range(1, rounds + 1))
+
+
 def metric_row(key: tuple[str, str, str, str], outs: Sequence[ProblemOutcome], named: int,
-               common: frozenset[str]) -> MetricRow:
-    """The row of one group from its problems' outcomes and its denominator."""
+               common: frozenset[str], rounds: int = 0) -> MetricRow:
+    """The row of one group from its problems' outcomes and its denominator; ``rounds`` > 1 adds
+    the sequential Pass@K (:func:`pass_after_round`)."""
     states = [o.state for o in outs]
     solved = [o for o in outs if o.solved]
     speeds = [o.speedup for o in solved if o.speedup is not None]
@@ -277,12 +315,16 @@ def metric_row(key: tuple[str, str, str, str], outs: Sequence[ProblemOutcome], n
         timed=len(speeds), speedup=geomean(speeds), speedup_ci=bootstrap_ci(speeds, "geomean"),
         common_problems=len(common), common_speedup=geomean(common_speeds),
         sol_percent=sum(sols) / len(sols) if sols else None,
-        problems=tuple(sorted(o.problem for o in solved)))
+        problems=tuple(sorted(o.problem for o in solved)),
+        pass_after_round=pass_after_round(outs, named, rounds) if rounds > 1 else ())
 
 
-def metric_rows(outs: Sequence[ProblemOutcome], scope: Scope) -> list[MetricRow]:
+def metric_rows(outs: Sequence[ProblemOutcome], scope: Scope,
+                rounds: Mapping[str, int] | None = None) -> list[MetricRow]:
     """One row per (model, method) x source (each named, and "all") x platform of the run, from
-    its :func:`problem_outcomes`."""
+    its :func:`problem_outcomes`; ``rounds``: the sequential methods' rounds by method label
+    (:func:`method_rounds`)."""
+    rounds = rounds or {}
     pairs = sorted({(o.model, o.method) for o in outs})
     platforms = sorted({o.platform for o in outs})
     by: dict[tuple[str, str, str, str], list[ProblemOutcome]] = defaultdict(list)
@@ -297,5 +339,6 @@ def metric_rows(outs: Sequence[ProblemOutcome], scope: Scope) -> list[MetricRow]
             common = frozenset(set.intersection(*solved_sets)) if solved_sets else frozenset()
             for m, meth in pairs:
                 key = (m, meth, source, platform)
-                rows.append(metric_row(key, by.get(key, []), scope.size(source), common))
+                rows.append(metric_row(key, by.get(key, []), scope.size(source), common,
+                                       rounds.get(meth, 0)))
     return rows

@@ -1,6 +1,6 @@
 """A sweep report as rich tables for the terminal (definitions: docs/reports.md): the headline
-metrics over the named problems, the attempts (pass@k), the status funnel, cost, the agent track
-and the warnings."""
+metrics over the named problems, the sequential Pass@K of methods run in rounds, the attempts
+(pass@k), the status funnel, cost, the agent track and the warnings."""
 
 from __future__ import annotations
 
@@ -62,6 +62,26 @@ def headline_table(report: RunReport) -> Table:
     return t
 
 
+def rounds_table(report: RunReport) -> Table | None:
+    """Sequential Pass@K of ``sample`` with ``rounds``: the named problems solved by round K, over
+    the same denominator as the accuracy; None when no method ran in rounds."""
+    rows = [m for m in report.metrics if m.pass_after_round]
+    if not rows:
+        return None
+    most = max(len(m.pass_after_round) for m in rows)
+    t = Table(title="sequential Pass@K: problems solved by round K, over the named problems")
+    for col in ("model", "method", "source", "platform"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("named", justify="right")
+    for k in range(1, most + 1):
+        t.add_column(f"round {k}", justify="right")
+    for m in rows:
+        cells = [_pct(v) for v in m.pass_after_round]
+        t.add_row(m.model, m.method, m.source, m.platform, str(m.named),
+                  *cells, *["-"] * (most - len(cells)))
+    return t
+
+
 def _headline_notes(report: RunReport) -> list[RenderableType]:
     out: list[RenderableType] = []
     if report.state_why:
@@ -100,7 +120,9 @@ def render_report(report: RunReport) -> RenderableType:
         fun.add_row(f.model, f.method, *cells, str(f.excluded), end_section=i == len(report.funnels) - 1)
 
     ends = ", ".join(f"{name} {n}" for name, n in report.funnel_total.end_reasons) or "none"
-    parts: list[RenderableType] = [*_headline_notes(report), headline_table(report), acc, fun,
+    rounds = rounds_table(report)
+    parts: list[RenderableType] = [*_headline_notes(report), headline_table(report),
+                                   *((rounds,) if rounds is not None else ()), acc, fun,
                                    _token_table(report), _cost_table(report),
                                    render_track(report.track),
                                    f"end reasons: {ends}", render_warnings(report.warnings)]

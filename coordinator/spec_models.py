@@ -160,16 +160,26 @@ def _options(p: _Parser, t: dict[str, Any], path: str, endpoint: EndpointConfig,
 
 
 def check_methods(p: _Parser, models: list[ModelSpec], methods: list[MethodEntry]) -> None:
-    """A trajectory method's ``temperature`` option is sent to every model: refuse one that a
-    model with Anthropic's extended thinking would refuse."""
+    """A trajectory method's temperatures (``temperature``, ``round_temperature``, and 0 for round 1
+    of ``sample`` with ``rounds`` > 1) are sent to every model: refuse one that a model with
+    Anthropic's extended thinking would refuse."""
     thinking = [(i, m) for i, m in enumerate(models) if m.options.thinking_budget is not None]
+    if not thinking:
+        return
+    i, model = thinking[0]
+    why = (f"models[{i}] ({model.name!r}) sets thinking_budget, and with extended thinking "
+           "Anthropic takes no temperature but 1")
     for j, entry in enumerate(methods):
-        temperature = entry.options_dict().get("temperature")
-        if thinking and entry.kind == "trajectory" and temperature not in (None, 1, 1.0):
-            i, model = thinking[0]
-            raise p.fail(f"methods[{j}].temperature", f"models[{i}] ({model.name!r}) sets "
-                         "thinking_budget, and with extended thinking Anthropic takes no "
-                         "temperature but 1")
+        if entry.kind != "trajectory":
+            continue
+        options = entry.options_dict()
+        for key in ("temperature", "round_temperature"):
+            if options.get(key) not in (None, 1, 1.0):
+                raise p.fail(f"methods[{j}].{key}", why)
+        rounds = options.get("rounds", 1)
+        if isinstance(rounds, int) and rounds > 1:
+            raise p.fail(f"methods[{j}].rounds", f"{why}, and round 1 of several rounds is sent "
+                         "at temperature 0")
 
 
 def _one_per_model(p: _Parser, seen: dict[tuple[str, str], tuple[Any, str]], key: tuple[str, str],

@@ -194,7 +194,9 @@ class TrajectoryMethod(abc.ABC):
     """
 
     name: ClassVar[str]
-    needs_evaluator: ClassVar[bool] = False
+    #: an instance may set it from its options (``sample`` with ``rounds`` > 1): the sweep reads
+    #: it per configured method to decide whether the context gets the evaluator
+    needs_evaluator: bool = False
     needs_verifier: ClassVar[bool] = False   # agent methods: a public-case verifier
 
     @abc.abstractmethod
@@ -286,10 +288,10 @@ def continue_conversation(prompt: Prompt, reply: str, feedback: Message) -> Prom
                   template=prompt.template, operator_id=prompt.operator_id)
 
 
-def check_temperature(name: str, temperature: float | None) -> None:
+def check_temperature(name: str, temperature: float | None, what: str = "temperature") -> None:
     if temperature is not None and (isinstance(temperature, bool)
                                     or not isinstance(temperature, int | float) or temperature < 0):
-        raise MethodError(f"{name}: temperature must be a number >= 0, got {temperature!r}")
+        raise MethodError(f"{name}: {what} must be a number >= 0, got {temperature!r}")
 
 
 def check_count(name: str, what: str, value: int) -> None:

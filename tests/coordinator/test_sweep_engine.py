@@ -33,6 +33,7 @@ from coordinator.engine import (
     runner_count,
     shard_limits,
 )
+from coordinator.report import read_report
 from coordinator.store import DB_NAME, Store
 from coordinator.sweep_spec import load_spec
 from protos.records import Status, Verdict
@@ -162,6 +163,30 @@ def test_refine_is_judged_by_a_real_agent(ray_local: None, cpu_agent: str, tmp_p
             assert v.status is Status.PASSED and v.cases and "+instant" not in v.harness_version
         finally:
             store.close()
+
+
+@pytest.mark.slow
+def test_sample_in_rounds_gets_the_evaluator_and_its_report_counts_rounds(
+        ray_local: None, two_agents: list[str], tmp_path: Path) -> None:
+    """``sample`` with ``rounds``: the sweep hands it the evaluator, so each round is judged as
+    it ends (the fake LLM's first reply passes: SOLVED in round 1, nothing re-sampled)."""
+    with fake_llm(tmp_path, "--latency-s", "0.05") as llm:
+        spec_path = write_spec(tmp_path / "s.toml", "rounds", llm, two_agents, samples=1,
+                               methods='[[methods]]\nname = "sample"\nrounds = 3\n'
+                                       'round_temperature = 0.7\n')
+        state, _ = _run(spec_path)
+        assert state == "complete"
+        store = Store(load_spec(spec_path).store / DB_NAME)
+        try:
+            rows = store.trajectory_results("rounds")
+            assert [(r.end_reason, r.turns) for r in rows] == [("SOLVED", 1)] * 2
+            firsts = [store.llm_call("rounds", r.key, 1) for r in rows]
+            assert [c.temperature for c in firsts if c is not None] == [0.0, 0.0]
+            report = read_report(store, "rounds")
+        finally:
+            store.close()
+        after = {m.source: m.pass_after_round for m in report.metrics}
+        assert after["all"] == (1.0, 1.0, 1.0) and llm.billed()[0] == 2
 
 
 def test_a_killed_coordinator_resumes_without_resending_or_reevaluating(
