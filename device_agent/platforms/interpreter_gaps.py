@@ -380,7 +380,7 @@ def _patch_bf16_atomic_add(builder: Any, interp: Any, tl: Any, ir: Any) -> None:
                           scope: Any) -> Any:
         if not (_is_bf16(val, tl) and op == ir.ATOMIC_OP.FADD):
             return original(self, op, ptr, val, mask, sem, scope)
-        addrs, m = np.broadcast_arrays(ptr.data, mask.data)
+        addrs, m = (np.ascontiguousarray(a) for a in np.broadcast_arrays(ptr.data, mask.data))
         current = interp._interpreter.load(addrs, m, np.zeros(addrs.shape, np.uint16),
                                            np.dtype(np.uint16))
         adds = np.broadcast_to(_as_float(val, tl, np), addrs.shape)
