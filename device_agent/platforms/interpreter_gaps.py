@@ -19,11 +19,13 @@ support, ``device_agent.platforms.cpu``); each gap was charged to honest candida
   largest finite value, NaN stays NaN); the interpreter rounds halves up, loses the carry into
   the exponent, flushes subnormals, does not saturate, and decodes the e4m3 NaN byte as 480;
 - bfloat16 arithmetic: numpy has no bfloat16, so the interpreter keeps bf16 values as their
-  uint16 bits and adds, multiplies, subtracts (``-x`` too), fmas, sums and atomically adds
-  those bits as integers (garbage), and has no ``get_bf16`` for a bf16 constant (``x * 2.0``,
+  uint16 bits and adds, multiplies, subtracts (``-x`` too), fmas and sums (``tl.sum``) those
+  bits as integers (garbage); its C++ atomics refuse bf16 (``atomic_add`` raised); widening to
+  fp32 garbles subnormals; it has no ``get_bf16`` for a bf16 constant (``x * 2.0``,
   ``tl.full(.., 0.5, tl.bfloat16)``, ``other=float("-inf")`` on a bf16 load crash). Compiled,
   bf16 math is correctly rounded (computed in fp32, rounded to nearest even; an fma rounds
-  once); a constant is ``std::to_string`` of the fp32 value (six decimals) rounded to bf16.
+  once), fp64 and int32 convert to bf16 with one rounding, and a constant is
+  ``std::to_string`` of the fp32 value (six decimals) rounded to bf16.
 
 Everything here imports triton lazily: the platform registry imports this package's modules.
 """
@@ -294,8 +296,8 @@ def bf16_constant(value: float) -> Any:
 
 
 # Float ops the interpreter runs on a bf16 handle's raw bits; each runs on the fp32 values and
-# rounds back (add, sub, mul, div, sqrt of bf16 operands: one rounding of the exact result, as
-# 24 >= 2 * 8 + 2 bits make the fp32 step exact for rounding).
+# rounds back (add, sub, mul, div of bf16 operands: one rounding of the exact result, as
+# 24 >= 2 * 8 + 2 bits make the fp32 step exact for rounding; min, max and clamp are exact).
 _BF16_OPS = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem",
              "create_precise_divf", "create_minimumf", "create_minnumf", "create_maximumf",
              "create_maxnumf", "create_clampf")
