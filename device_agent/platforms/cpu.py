@@ -11,7 +11,7 @@ never the candidate's fault:
   float32 exactly and accumulates in float32, as the GPU does;
 - the gaps where the interpreter runs a kernel differently from compiled Triton (``and``/``or``
   on tensors, ``~`` on unsigned ints, bf16 comparisons, float arguments, constexpr dtypes, fp8
-  casts) are shimmed in ``interpreter_gaps``;
+  casts, bf16 arithmetic, constants, reductions and atomics) are shimmed in ``interpreter_gaps``;
 - anything else the interpreter cannot run (``NotImplementedError`` raised inside it) is
   reported as a platform limit (``INFRA_ERROR``), never as a candidate failure.
 """

@@ -17,7 +17,15 @@ support, ``device_agent.platforms.cpu``); each gap was charged to honest candida
 - casts to and from fp8 (``float8e4nv``, ``float8e5``): compiled, they round to nearest even and
   saturate finite values (``cvt.rn.satfinite.e4m3x2.f32`` / ``e5m2x2``; infinities become the
   largest finite value, NaN stays NaN); the interpreter rounds halves up, loses the carry into
-  the exponent, flushes subnormals, does not saturate, and decodes the e4m3 NaN byte as 480.
+  the exponent, flushes subnormals, does not saturate, and decodes the e4m3 NaN byte as 480;
+- bfloat16 arithmetic: numpy has no bfloat16, so the interpreter keeps bf16 values as their
+  uint16 bits and adds, multiplies, subtracts (``-x`` too), fmas and sums (``tl.sum``) those
+  bits as integers (garbage); its C++ atomics refuse bf16 (``atomic_add`` raised); widening to
+  fp32 garbles subnormals; it has no ``get_bf16`` for a bf16 constant (``x * 2.0``,
+  ``tl.full(.., 0.5, tl.bfloat16)``, ``other=float("-inf")`` on a bf16 load crash). Compiled,
+  bf16 math is correctly rounded (computed in fp32, rounded to nearest even; an fma rounds
+  once), fp64 and int32 convert to bf16 with one rounding, and a constant is
+  ``std::to_string`` of the fp32 value (six decimals) rounded to bf16.
 
 Everything here imports triton lazily: the platform registry imports this package's modules.
 """
@@ -248,6 +256,184 @@ def _patch_bool_ops(interp: Any) -> None:
     interp.InterpretedFunction.rewritten_fn.clear()
 
 
+# ---- bfloat16 arithmetic ------------------------------------------------------------------------
+
+def f64_to_bf16_rne(values: Any) -> Any:
+    """float64 values (or ints) to bfloat16 bits rounded once to nearest even, as a GPU's
+    ``cvt.rn.bf16.f64`` does: float32 rounded to odd first (24 >= 8 + 2 bits, so the second
+    rounding is exact), then float32 to bf16."""
+    import numpy as np
+
+    from device_agent.platforms.cpu import f32_to_bf16_rne
+
+    d = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        f = d.astype(np.float32)
+    inexact = np.isfinite(f) & (f.astype(np.float64) != d)
+    bump = inexact & ((f.view(np.uint32) & np.uint32(1)) == 0)
+    toward = np.where(d > f, np.float32(np.inf), np.float32(-np.inf))
+    return f32_to_bf16_rne(np.where(bump, np.nextafter(f, toward), f).astype(np.float32))
+
+
+def bf16_constant(value: float) -> Any:
+    """The bits of a bf16 constant as compiled Triton builds it (``get_bf16`` in ir.cc):
+    the value as fp32, printed by ``std::to_string`` (``%f``: six decimals), parsed by LLVM's
+    APFloat rounding to nearest even. The parse is emulated exactly: the decimal text to
+    float64 rounded to odd, then to bf16."""
+    import math
+    from fractions import Fraction
+
+    import numpy as np
+
+    f = float(np.float32(value))
+    if not math.isfinite(f):
+        return f64_to_bf16_rne(np.array([f]))
+    text = f"{f:f}"  # %f
+    exact, d = Fraction(text), float(text)
+    if Fraction(d) != exact and int(np.float64(d).view(np.uint64)) & 1 == 0:
+        d = math.nextafter(d, math.inf if exact > d else -math.inf)
+    return f64_to_bf16_rne(np.array([d]))
+
+
+# Float ops the interpreter runs on a bf16 handle's raw bits; each runs on the fp32 values and
+# rounds back (add, sub, mul, div of bf16 operands: one rounding of the exact result, as
+# 24 >= 2 * 8 + 2 bits make the fp32 step exact for rounding; min, max and clamp are exact).
+_BF16_OPS = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_frem",
+             "create_precise_divf", "create_minimumf", "create_minnumf", "create_maximumf",
+             "create_maxnumf", "create_clampf")
+
+
+def _is_bf16(h: Any, tl: Any) -> bool:
+    return isinstance(getattr(h, "dtype", None), tl.dtype) and h.dtype.scalar == tl.bfloat16
+
+
+def _patch_bf16_arithmetic(builder: Any, interp: Any, tl: Any) -> None:
+    import numpy as np
+
+    from device_agent.platforms.cpu import f32_to_bf16_rne
+
+    def wide(h: Any) -> Any:
+        if not _is_bf16(h, tl):
+            return h
+        return interp.TensorHandle(_as_float(h, tl, np), tl.float32)
+
+    def via_fp32(original: Any) -> Any:
+        def op(self: Any, *args: Any) -> Any:
+            if not any(_is_bf16(a, tl) for a in args):
+                return original(self, *args)
+            out = original(self, *(wide(a) for a in args))
+            return interp.TensorHandle(f32_to_bf16_rne(out.data.astype(np.float32)),
+                                       tl.bfloat16)
+
+        op.__name__ = getattr(original, "__name__", "op")
+        return op
+
+    for name in _BF16_OPS:
+        setattr(builder, name, via_fp32(getattr(builder, name)))
+    original_fma = builder.create_fma
+
+    def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
+        if not _is_bf16(z, tl):
+            return original_fma(self, x, y, z)
+        a, b, c = (_as_float(h, tl, np).astype(np.float64) for h in (x, y, z))
+        return interp.TensorHandle(_fma_bf16(a, b, c, np), tl.bfloat16)
+
+    builder.create_fma = create_fma
+    builder.get_bf16 = lambda self, value: interp.TensorHandle(bf16_constant(value), tl.bfloat16)
+    original_cast = builder.cast_impl
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        # bf16 to fp32 is exact (the interpreter's bit-fiddling conversion garbles subnormals);
+        # fp64 and wide ints to bf16 round once (``cvt.rn.bf16.f64``), not via a rounded fp32.
+        s = src.dtype.scalar
+        if s == tl.bfloat16 and dst_type.scalar == tl.float32:
+            return interp.TensorHandle(_as_float(src, tl, np), tl.float32)
+        if dst_type.scalar == tl.bfloat16 and (s == tl.float64 or (
+                s.is_int() and s.primitive_bitwidth > 16)):
+            return interp.TensorHandle(f64_to_bf16_rne(src.data.astype(np.float64)),
+                                       tl.bfloat16)
+        return original_cast(self, src, dst_type)
+
+    builder.cast_impl = cast_impl
+
+
+def _fma_bf16(a: Any, b: Any, c: Any, np: Any) -> Any:
+    """``a * b + c`` of bf16 values rounded once (``fma.rn.bf16``): the product is exact in
+    float64, the sum is rounded to odd there (its error from TwoSum), then to bf16."""
+    p = a * b
+    with np.errstate(invalid="ignore"):  # inf - inf in the error of an infinite sum
+        s = p + c
+        err = (p - (s - (s - p))) + (c - (s - p))
+    bump = (err != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0) & np.isfinite(s)
+    s = np.where(bump, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return f64_to_bf16_rne(s)
+
+
+def _patch_bf16_atomic_add(builder: Any, interp: Any, tl: Any, ir: Any) -> None:
+    """``tl.atomic_add`` on bf16 (the interpreter's C++ atomics reject the type): each lane in
+    order reads the current value, adds in fp32 and rounds to bf16, as ``atom.add.bf16``."""
+    import numpy as np
+
+    from device_agent.platforms.cpu import f32_to_bf16_rne
+
+    original = builder.create_atomic_rmw
+
+    def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, sem: Any,
+                          scope: Any) -> Any:
+        if not (_is_bf16(val, tl) and op == ir.ATOMIC_OP.FADD):
+            return original(self, op, ptr, val, mask, sem, scope)
+        addrs, m = (np.ascontiguousarray(a) for a in np.broadcast_arrays(ptr.data, mask.data))
+        current = interp._interpreter.load(addrs, m, np.zeros(addrs.shape, np.uint16),
+                                           np.dtype(np.uint16))
+        adds = np.broadcast_to(_as_float(val, tl, np), addrs.shape)
+        old = np.zeros(addrs.shape, dtype=np.uint16)
+        latest: dict[int, Any] = {}
+        for i in zip(*np.nonzero(m), strict=True):
+            before = latest.get(int(addrs[i]), current[i])
+            old[i] = before
+            total = (np.uint32(before) << np.uint32(16)).view(np.float32) + adds[i]
+            latest[int(addrs[i])] = f32_to_bf16_rne(np.array([total], np.float32))[0]
+        if latest:
+            interp._interpreter.store(np.array(list(latest), np.uint64),
+                                      np.array(list(latest.values()), np.uint16),
+                                      np.ones(len(latest), dtype=bool))
+        return interp.TensorHandle(old, tl.bfloat16)
+
+    builder.create_atomic_rmw = create_atomic_rmw
+
+
+def _patch_bf16_reductions(interp: Any, tl: Any) -> None:
+    """``tl.sum`` (and the other built-in reductions and scans, whose fast paths run numpy on
+    the raw bits) of bf16: computed on the fp32 values, rounded to bf16 once; compiled rounds
+    after every step of its tree, so this is the more accurate of two legitimate orders."""
+    from device_agent.platforms.cpu import f32_to_bf16_rne
+
+    fast = {tl.standard._sum_combine, tl.standard._prod_combine, tl.standard._elementwise_max,
+            tl.standard._elementwise_min, tl.standard._argmax_combine_tie_break_left,
+            tl.standard._argmin_combine_tie_break_left}
+
+    def narrow(t: Any) -> Any:
+        if not (isinstance(t, tl.tensor) and t.dtype == tl.float32):
+            return t
+        h = interp.TensorHandle(f32_to_bf16_rne(t.handle.data), tl.bfloat16)
+        return tl.tensor(h, t.type.with_element_ty(tl.bfloat16))
+
+    def widened(original: Any) -> Any:
+        def apply_impl(self: Any, input: Any) -> Any:  # noqa: A002 - Triton's own name
+            if self.combine_fn not in fast or not any(
+                    isinstance(t, tl.tensor) and t.dtype == tl.bfloat16 for t in input):
+                return original(self, input)
+            out = original(self, tuple(t.to(tl.float32, _semantic=interp.interpreter_semantic)
+                                       if t.dtype == tl.bfloat16 else t for t in input))
+            return type(out)(narrow(t) for t in out) if isinstance(out, (list, tuple)) \
+                else narrow(out)
+
+        return apply_impl
+
+    interp.ReduceOps.apply_impl = widened(interp.ReduceOps.apply_impl)
+    interp.ScanOps.apply_impl = widened(interp.ScanOps.apply_impl)
+
+
 def install() -> None:
     """Install every shim (idempotent)."""
     import triton.language as tl
@@ -262,4 +448,7 @@ def install() -> None:
     _patch_all_ones(builder, interp)
     _patch_arguments(interp, tl)
     _patch_bool_ops(interp)
+    _patch_bf16_arithmetic(builder, interp, tl)
+    _patch_bf16_atomic_add(builder, interp, tl, ir)
+    _patch_bf16_reductions(interp, tl)
     builder._kgb_gaps = True

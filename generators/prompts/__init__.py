@@ -34,7 +34,7 @@ def build_prompt(spec: OperatorSpec, platform: str, *, template_version: str | N
 
 
 def template_ids() -> list[str]:
-    """Every registered template id, e.g. ``["aten/v1", "vllm/v1", "cublas/v1"]``."""
+    """Every registered template id, e.g. ``["aten/v1", "aten/v2", "vllm/v1", ...]``."""
     return REGISTRY.ids()
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 
 import torch
 
 from generators.llm import Message, Role
-from generators.prompts.common import closing_v1, system_message_v1
+from generators.prompts.common import closing_v1, closing_v2, system_message_v1, system_message_v2
 from generators.prompts.registry import REGISTRY
 from operators.spec import EntryPoint, OperatorSpec, Source
 
@@ -106,8 +107,8 @@ def _indent(text: str) -> str:
     return "\n".join(("    " + line) if line else "" for line in text.split("\n"))
 
 
-@REGISTRY.template(Source.ATEN, "v1")
-def render_v1(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
+def _render(spec: OperatorSpec, platform: str, system: Message,
+            closing: Callable[[OperatorSpec, str], str]) -> tuple[Message, ...]:
     op = op_name(spec)
     entries = "\n".join(_entry_v1(op, e) for e in spec.entry_points)
     found = torch_doc(op)
@@ -127,7 +128,18 @@ def render_v1(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
         f"{doc}\n\n"
         "Problem statement (where it is more specific than PyTorch's documentation, it decides):\n"
         f"{spec.description}\n\n"
-        f"{closing_v1(spec, platform)}"
+        f"{closing(spec, platform)}"
     )
-    return (system_message_v1(), Message(Role.USER, user))
+    return (system, Message(Role.USER, user))
+
+
+@REGISTRY.template(Source.ATEN, "v1")
+def render_v1(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
+    return _render(spec, platform, system_message_v1(), closing_v1)
+
+
+@REGISTRY.template(Source.ATEN, "v2")
+def render_v2(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
+    """v1 with the rules of issue #22: imports (`logging`) and `.item()` by provenance."""
+    return _render(spec, platform, system_message_v2(), closing_v2)
 

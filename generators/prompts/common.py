@@ -5,7 +5,10 @@ Versioning: every constant here is suffixed with the template generation that in
 (``_V1``) and is **never edited** once released — a stored prompt must be re-renderable exactly.
 To change a rule, the example or a note, add ``..._V2`` beside the old one and register new
 template versions (``aten/v2`` …) in the source modules that use it; the old versions keep
-pointing at ``_V1``.
+pointing at ``_V1``. ``RULES_V2`` and ``KIND_POLICY_V2`` (templates ``aten/v2``, ``vllm/v2``,
+``cublas/v3``) state the anti-cheat rules of issue #22 (docs/anticheat.md): ``logging`` among the
+imports, ``.item()`` judged by provenance at run time, every view in method or function form and
+``resize_`` in every kind.
 
 The system message (:func:`system_message_v1`) depends on nothing but the template version, so
 every problem of a sweep shares one prefix that providers can cache; everything that depends on
@@ -51,6 +54,28 @@ in place.
 6. Reply with exactly one fenced code block (```python ... ```) holding the complete Python file: \
 imports, kernels and every entry point. Anything outside that block is ignored."""
 
+# ---- the rules (v2): imports and `.item()` as the anti-cheat layers judge them (issue #22) ------
+# Rule 3 lists exactly the static policy's import roots (device_agent/static_tables.py; a test
+# keeps them equal); rule 4 says `.item()` is judged by provenance when it runs.
+
+RULES_V2 = RULES_V1.replace("""\
+3. Imports: only `torch`, `triton` (and `triton.language`), `math`, `cmath`, `functools`, \
+`typing`, `itertools`, `operator`, `dataclasses`, `collections`, `numbers`, `enum`, `abc`, \
+`warnings`, `copy`, `__future__`.
+4. Forbidden anywhere outside kernels: host round trips (`.cpu()`, `.numpy()`, `.tolist()`, \
+`.item()` unless the problem is of kind `scalar`); dynamic code""", """\
+3. Imports: only `torch`, `triton` (and `triton.language`) and these standard-library modules: \
+`math`, `cmath`, `functools`, `typing`, `itertools`, `operator`, `dataclasses`, `collections`, \
+`numbers`, `enum`, `abc`, `warnings`, `copy`, `logging` (but not `logging.config` or \
+`logging.handlers`), `__future__`. No relative or star imports.
+4. `.item()` is judged when it runs: reading back a value that your own kernel (one defined in \
+your file) was given during the same call, in a buffer that is not an argument of the call (a \
+count, a flag, a size you then use to launch or allocate), is allowed; `.item()` of an input (even \
+one your kernel read), of a tensor torch computed or copied, or of another module's kernel \
+results is cheating. In problems of kind `scalar`, `.item()` of any tensor is allowed. Forbidden \
+anywhere outside kernels: host round trips (`.cpu()`, `.numpy()`, `.tolist()`); dynamic code""")
+assert RULES_V2 != RULES_V1
+
 # ---- kind policies (v1): a summary of docs/anticheat.md, one paragraph per kind ----------------
 
 _ALLOWED_COMPUTE_V1 = (
@@ -88,6 +113,49 @@ KIND_POLICY_V1: Mapping[Kind, str] = MappingProxyType({
         "by equality with PyTorch's stream; draw the random numbers in your Triton kernels "
         f"(e.g. `tl.rand` / `tl.randn` from a seed and offsets). Outside kernels, only "
         f"{_ALLOWED_COMPUTE_V1} are allowed."
+    ),
+})
+
+# ---- kind policies (v2): the allow-lists since issue #22 (every view in method or function form
+# in every kind, `resize_`) and `.item()` of anything in `scalar` problems ------------------------
+
+_ALLOWED_COMPUTE_V2 = (
+    "allocation (`torch.empty`, `empty_like`, `empty_strided`, `zeros`, `ones`, `full` and their "
+    "`_like` forms, `torch.tensor` of Python values such as shapes), views in method or function "
+    "form (`broadcast_tensors`, `broadcast_shapes`, `view`, `reshape` / `torch.reshape`, "
+    "`expand`, `permute`, `transpose`, `t`, `movedim`, `squeeze`, `unsqueeze`, `flatten`, "
+    "`narrow`, `select`, `as_strided` ...), "
+    "metadata (`.stride()`, `.numel()`, `.dtype`, `torch.result_type` ...), `out.resize_(shape)` "
+    "(PyTorch's out= convention) and device queries"
+)
+
+KIND_POLICY_V2: Mapping[Kind, str] = MappingProxyType({
+    Kind.COMPUTE: (
+        "Kind `compute`: the entry points must compute the answer in your own Triton kernels. "
+        f"Outside kernels, only {_ALLOWED_COMPUTE_V2} are allowed."
+    ),
+    Kind.VIEW: (
+        "Kind `view`: return the right values with the aliasing and strides PyTorch users rely on "
+        "(a view shares its input's storage), copying no more than needed. Outside kernels, "
+        f"{_ALLOWED_COMPUTE_V2} are allowed."
+    ),
+    Kind.ALLOC: (
+        "Kind `alloc`: allocate and initialise the result without calling the allocator that is "
+        "the answer: `torch.zeros`, `ones`, `full` and their `_like` forms are forbidden here; "
+        "fill memory with your own Triton kernel. Otherwise the `compute` allow-list applies: "
+        "`torch.empty`, `empty_like`, `empty_strided`, `torch.tensor` of Python values, views, "
+        "metadata, `resize_` and device queries."
+    ),
+    Kind.SCALAR: (
+        "Kind `scalar`: the entry point reads a scalar back to the host (as `item` / "
+        "`_local_scalar_dense` do); `.item()` of any tensor is allowed here. Otherwise only "
+        f"{_ALLOWED_COMPUTE_V2} are allowed outside kernels."
+    ),
+    Kind.RANDOM: (
+        "Kind `random`: the results are judged by statistical tests of their distribution, not "
+        "by equality with PyTorch's stream; draw the random numbers in your Triton kernels "
+        f"(e.g. `tl.rand` / `tl.randn` from a seed and offsets). Outside kernels, only "
+        f"{_ALLOWED_COMPUTE_V2} are allowed."
     ),
 })
 
@@ -218,6 +286,11 @@ def system_message_v1() -> Message:
     return Message(Role.SYSTEM, f"{INTRO_V1}\n\n{RULES_V1}\n\n{EXAMPLE_V1}")
 
 
+def system_message_v2() -> Message:
+    """The v2 system message: v1 with the rules of issue #22 (imports, `.item()`)."""
+    return Message(Role.SYSTEM, f"{INTRO_V1}\n\n{RULES_V2}\n\n{EXAMPLE_V1}")
+
+
 def entry_points_list_v1(spec: OperatorSpec) -> str:
     """The entry points as a Markdown list of exact signatures with their one-line docs."""
     lines = []
@@ -235,12 +308,21 @@ def platform_note_v1(platform: str) -> str:
                           f"(known: {', '.join(sorted(PLATFORM_NOTES_V1))})") from None
 
 
-def closing_v1(spec: OperatorSpec, platform: str) -> str:
-    """The kind's policy, the platform note and the reply instruction (end of every user message)."""
+def _closing(policy: str, spec: OperatorSpec, platform: str) -> str:
     names = ", ".join(f"`{e.name}`" for e in spec.entry_points)
     return (
-        f"{KIND_POLICY_V1[spec.kind]}\n\n"
+        f"{policy}\n\n"
         f"{platform_note_v1(platform)}\n\n"
         f"Reply with exactly one {FENCE}python code block: a complete file with your "
         f"`@triton.jit` kernels and the entry points {names}."
     )
+
+
+def closing_v1(spec: OperatorSpec, platform: str) -> str:
+    """The kind's policy, the platform note and the reply instruction (end of every user message)."""
+    return _closing(KIND_POLICY_V1[spec.kind], spec, platform)
+
+
+def closing_v2(spec: OperatorSpec, platform: str) -> str:
+    """:func:`closing_v1` with the v2 kind policies."""
+    return _closing(KIND_POLICY_V2[spec.kind], spec, platform)

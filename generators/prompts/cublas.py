@@ -4,8 +4,16 @@ directly, is the baseline."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from generators.llm import Message, Role
-from generators.prompts.common import closing_v1, entry_points_list_v1, system_message_v1
+from generators.prompts.common import (
+    closing_v1,
+    closing_v2,
+    entry_points_list_v1,
+    system_message_v1,
+    system_message_v2,
+)
 from generators.prompts.registry import REGISTRY
 from operators.spec import OperatorSpec, Source
 
@@ -68,7 +76,8 @@ CONVENTIONS_V2 = (
 )
 
 
-def _render(spec: OperatorSpec, platform: str, conventions: str) -> tuple[Message, ...]:
+def _render(spec: OperatorSpec, platform: str, conventions: str, system: Message | None = None,
+            closing: Callable[[OperatorSpec, str], str] = closing_v1) -> tuple[Message, ...]:
     name = spec.id.split("::", 1)[1]
     user = (
         f"Problem `{spec.id}` (version {spec.version}, kind `{spec.kind.value}`): the cuBLAS "
@@ -78,9 +87,9 @@ def _render(spec: OperatorSpec, platform: str, conventions: str) -> tuple[Messag
         f"{entry_points_list_v1(spec)}\n\n"
         f"{conventions}\n\n"
         f"Reference semantics:\n{spec.description}\n\n"
-        f"{closing_v1(spec, platform)}"
+        f"{closing(spec, platform)}"
     )
-    return (system_message_v1(), Message(Role.USER, user))
+    return (system or system_message_v1(), Message(Role.USER, user))
 
 
 @REGISTRY.template(Source.CUBLAS, "v1")
@@ -91,3 +100,9 @@ def render_v1(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
 @REGISTRY.template(Source.CUBLAS, "v2")
 def render_v2(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
     return _render(spec, platform, CONVENTIONS_V2)
+
+
+@REGISTRY.template(Source.CUBLAS, "v3")
+def render_v3(spec: OperatorSpec, platform: str) -> tuple[Message, ...]:
+    """v2 with the rules of issue #22: imports (`logging`) and `.item()` by provenance."""
+    return _render(spec, platform, CONVENTIONS_V2, system_message_v2(), closing_v2)

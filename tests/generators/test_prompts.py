@@ -32,7 +32,7 @@ from operators.spec import EntryPoint, Kind, OperatorSpec, Source  # noqa: E402
 
 PLATFORMS = ("cuda", "cpu")
 SPECS = operators.all_specs()
-LATEST = {Source.ATEN: "aten/v1", Source.VLLM: "vllm/v1", Source.CUBLAS: "cublas/v2"}
+LATEST = {Source.ATEN: "aten/v2", Source.VLLM: "vllm/v2", Source.CUBLAS: "cublas/v3"}
 
 
 def _id(spec: OperatorSpec) -> str:
@@ -74,17 +74,18 @@ def test_every_problem_renders(spec: OperatorSpec, platform: str) -> None:
     assert spec.description in text
     for e in spec.entry_points:
         assert f"`{e.signature}`" in text
-    assert common.KIND_POLICY_V1[spec.kind] in text
+    assert common.KIND_POLICY_V2[spec.kind] in text
     assert common.PLATFORM_NOTES_V1[platform] in text
 
 
 def test_registered_templates() -> None:
-    assert template_ids() == ["aten/v1", "vllm/v1", "cublas/v1", "cublas/v2"]
+    assert template_ids() == ["aten/v1", "aten/v2", "vllm/v1", "vllm/v2", "cublas/v1",
+                              "cublas/v2", "cublas/v3"]
 
 
 def test_system_message_is_shared_by_every_problem_and_platform() -> None:
     systems = {build_prompt(s, p).messages[0] for s in SPECS for p in PLATFORMS}
-    assert systems == {common.system_message_v1()}
+    assert systems == {common.system_message_v2()}
 
 
 # ---- ATen: torch's own schemas and docstrings ---------------------------------------------------
@@ -138,6 +139,47 @@ def test_aten_unknown_overload_falls_back() -> None:
     assert text.count("ATen schema: not found in this PyTorch build") == 2
 
 
+# ---- v2 rules: what the anti-cheat layers accept (docs/anticheat.md, issue #22) ----------------
+
+def test_v2_import_rule_lists_exactly_the_static_policy_imports() -> None:
+    """Rule 3 names every import root the static policy accepts and no other module."""
+    import re
+
+    from device_agent.static_tables import ALLOWED_IMPORT_ROOTS, MODULES_REFUSED
+
+    rule = next(line for line in common.RULES_V2.split("\n") if line.startswith("3. Imports"))
+    allowed, _, rest = rule.partition("(but not")
+    refused, _, tail = rest.partition(")")
+    names = set(re.findall(r"`([a-z_.]+)`", allowed + tail)) - {"triton.language"}
+    assert names == ALLOWED_IMPORT_ROOTS
+    assert set(re.findall(r"`([a-z_.]+)`", refused)) == MODULES_REFUSED
+    assert "No relative or star imports" in rule
+
+
+def test_v2_item_rule_is_provenance_and_v1_is_kept() -> None:
+    system = build_prompt(operators.get("aten::add"), "cpu").messages[0].content
+    assert "`.item()` is judged when it runs" in system
+    assert "your own kernel (one defined in your file) was given during the same call" in system
+    assert "`.item()` of an input" in system and "`.item()` of any tensor is allowed" in system
+    assert "`.item()` unless the problem is of kind `scalar`" not in system
+    assert "`logging`" in system
+    for op in ("aten::add", "vllm::rms_norm", "cublas::cublasSaxpy_v2"):
+        old = build_prompt(operators.get(op), "cpu", template_version="v1").messages[0].content
+        assert old == common.system_message_v1().content
+        assert "`.item()` unless the problem is of kind `scalar`" in old and "logging" not in old
+
+
+def test_worked_example_with_logging_and_own_item_passes_the_static_policy() -> None:
+    """What v2 promises is true of the static layer: `import logging` and `.item()` of a kernel
+    result are not findings (the dispatch guard judges `.item()` at run time)."""
+    source = common.EXAMPLE_SOURCE_V1.replace(
+        "import torch\n", "import logging\nimport torch\n\nlog = logging.getLogger(__name__)\n")
+    source += "\n\ndef count_positive(x, flag):\n    _launch(x, flag)\n    return int(flag.item())\n"
+    assert static_policy.check(source, Kind.COMPUTE) == []
+    assert [v.rule for v in static_policy.check("import logging.handlers\n")] == [
+        "library-internals"]  # what the rule's "but not" says
+
+
 # ---- vLLM and cuBLAS: semantics and exact signatures -------------------------------------------
 
 @pytest.mark.parametrize("spec", [s for s in SPECS if s.source is not Source.ATEN], ids=_id)
@@ -171,18 +213,19 @@ def test_cublas_v2_states_the_suite_conventions_and_v1_still_renders(spec: Opera
 @pytest.mark.parametrize("op_id", ["aten::kgb_fake", "vllm::kgb_fake", "cublas::kgb_fake"])
 def test_each_kind_gets_its_rule(kind: Kind, op_id: str) -> None:
     text = user_text(fake_spec(op_id, kind), "cuda")
-    assert common.KIND_POLICY_V1[kind] in text
+    assert common.KIND_POLICY_V2[kind] in text
     assert f"Kind `{kind.value}`" in text
     others = [k for k in Kind if k is not kind]
     assert not any(f"Kind `{k.value}`:" in text for k in others)
 
 
 def test_kind_rules_say_what_matters() -> None:
-    p = common.KIND_POLICY_V1
+    p = common.KIND_POLICY_V2
     assert "own Triton kernels" in p[Kind.COMPUTE]
     assert "aliasing" in p[Kind.VIEW] and "as_strided" in p[Kind.VIEW]
     assert "`torch.zeros`, `ones`, `full`" in p[Kind.ALLOC] and "forbidden" in p[Kind.ALLOC]
-    assert ".item()" in p[Kind.SCALAR]
+    assert ".item()` of any tensor is allowed" in p[Kind.SCALAR]
+    assert all("resize_" in p[k] and "torch.reshape" in p[k] for k in Kind if k is not Kind.ALLOC)
     assert "distribution" in p[Kind.RANDOM]
 
 
@@ -192,7 +235,7 @@ def test_rules_are_in_every_prompt() -> None:
     assert "must not compute with torch" in system
     assert "exactly one fenced code block" in system
     for kind in Kind:
-        assert common.KIND_POLICY_V1[kind]  # every kind has a policy
+        assert common.KIND_POLICY_V2[kind]  # every kind has a policy
 
 
 def test_platform_notes() -> None:
