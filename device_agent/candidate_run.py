@@ -50,7 +50,7 @@ from device_agent.protocol import (
 )
 from device_agent.run_harness import Harness, MakeVerdict, WorkerLost
 from device_agent.stage_clock import StageClock
-from device_agent.worker_pool import Worker
+from device_agent.worker_process import Worker
 from operators.spec import Kind
 from protos.records import CaseResult, CaseTiming, Finding, Stage, Status, SystemInfo, Verdict
 

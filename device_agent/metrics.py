@@ -34,7 +34,7 @@ LOCK_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
 
 
 class WorkerCpuView(Protocol):
-    """What the metrics read from a used worker's CPU record (``workers.WorkerCpu``)."""
+    """What the metrics read from a used worker's CPU record (``device_agent.worker_process.WorkerCpu``)."""
 
     @property
     def start_own(self) -> float: ...
