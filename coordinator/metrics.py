@@ -85,7 +85,16 @@ class SweepMetrics:
         self._fleet_platforms: set[str] = set()
         self._server: HTTPServer | None = None
 
-        # LLM calls
+        self._llm_call_metrics(r)
+        self._run_spend_metrics(r)
+        self._evaluation_metrics(r)
+        self._progress_metrics(r)
+        self._fleet_metrics(r)
+        for stage in IN_FLIGHT_STAGES:
+            self.in_flight_gauge.labels(stage).set(0)
+
+    def _llm_call_metrics(self, r: CollectorRegistry) -> None:
+        """Model calls this process stored: tokens, cost, latency, outcome, retries."""
         self.llm_tokens = Counter(
             "kgb_llm_tokens_total", "Billed tokens by kind (cached is part of prompt, reasoning "
             "part of completion)", ["model", "method", "kind"], registry=r)
@@ -99,7 +108,9 @@ class SweepMetrics:
         self.llm_retries = Counter("kgb_llm_retries_total",
                                    "Extra attempts a provider made within calls (429, 5xx, timeouts)",
                                    ["model"], registry=r)
-        # The run's stored model calls, every process that ran it
+
+    def _run_spend_metrics(self, r: CollectorRegistry) -> None:
+        """The run's stored model calls, every coordinator process that ran it."""
         self.run_tokens = Gauge("kgb_run_llm_tokens", "Billed tokens of the run's stored calls, "
                                 "every coordinator process that ran it", ["model", "method", "kind"],
                                 registry=r)
@@ -112,7 +123,9 @@ class SweepMetrics:
             "kgb_run_llm_unconfirmed_calls", "Calls of the run sent without a stored reply (a "
             "coordinator died first, or the connection was lost mid-reply): possibly billed",
             ["model", "method"], registry=r)
-        # Candidates and their evaluation
+
+    def _evaluation_metrics(self, r: CollectorRegistry) -> None:
+        """Candidates and their evaluation."""
         self.candidates = Counter("kgb_candidates_total", "Candidates with a verdict, by outcome",
                                   ["status", "source", "platform", "method"], registry=r)
         self.eval_seconds = Histogram("kgb_evaluation_seconds",
@@ -122,7 +135,9 @@ class SweepMetrics:
                               "Verdicts taken from the store instead of re-evaluating", registry=r)
         self.infra_errors = Counter("kgb_infra_errors_total",
                                     "Evaluations that failed for system reasons (retried)", registry=r)
-        # Trajectories and progress
+
+    def _progress_metrics(self, r: CollectorRegistry) -> None:
+        """Trajectories and the sweep's progress."""
         self.trajectories = Counter("kgb_trajectories_total", "Finished trajectories by end reason",
                                     ["method", "end_reason"], registry=r)
         self.trajectories_solved = Counter("kgb_trajectories_solved_total",
@@ -132,7 +147,9 @@ class SweepMetrics:
                                           registry=r)
         self.trajectories_done = Gauge("kgb_sweep_trajectories_done",
                                        "Trajectories with a final verdict", registry=r)
-        # Queues and the fleet
+
+    def _fleet_metrics(self, r: CollectorRegistry) -> None:
+        """Work in flight and the fleet of agents."""
         self.in_flight_gauge = Gauge("kgb_sweep_in_flight",
                                      "Work the coordinator has handed out and not yet got back",
                                      ["stage"], registry=r)
@@ -151,8 +168,6 @@ class SweepMetrics:
             "Integrity alarms per agent: mismatch (a verdict answered another request; the agent "
             "is quarantined), disagreement (a spot-check did not confirm a PASSED; both agents)",
             ["agent", "alarm"], registry=r)
-        for stage in IN_FLIGHT_STAGES:
-            self.in_flight_gauge.labels(stage).set(0)
 
     # ---- what the sweep engine calls ------------------------------------------------------------
     def declare(self, *, models: Iterable[str] = (), methods: Iterable[str] = (),

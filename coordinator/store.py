@@ -36,9 +36,8 @@ writer commits what arrives together in one such transaction (one fsync per batc
 An ``agent-cli`` trajectory's artifacts (CLI version, transcript, the kernels ``verify`` saw) are
 stored with its result in ``trajectory_artifacts`` (:mod:`coordinator.trajectory_artifacts`).
 
-Run states (``run_states``): where a run stands, who runs it, when that coordinator started and
-until when its lease holds (renewed every few seconds while it lives): what ``kgb sweep status``
-checks to tell a running coordinator from a dead one.
+Run states (``run_states``; :mod:`coordinator.run_states`, mixed into :class:`Store`): where a
+run stands, who runs it, when that coordinator started and until when its lease holds.
 
 Schema changes are additive: tables and indexes are created when missing and columns added to
 the tables of older files (:data:`ADDED_COLUMNS`), in one transaction at open, so a store of an
@@ -65,6 +64,7 @@ from coordinator.call_json import llm_call_from_json as llm_call_from_json
 from coordinator.call_json import llm_call_to_json as llm_call_to_json
 from coordinator.llm_calls import ADDED_COLUMNS as LLM_ADDED_COLUMNS
 from coordinator.llm_calls import INDEXES, INTENTS_SCHEMA, LLMCallRow, LLMCallTables, LLMTotals
+from coordinator.run_states import RUN_STATES_ADDED_COLUMNS, RUN_STATES_SCHEMA, RunStateTables
 from coordinator.spot_check import Dispute
 from coordinator.store_schema import VERDICTS_TABLE, key_verdicts_on_baseline, verdict_baseline
 from coordinator.trajectory_artifacts import ARTIFACTS_SCHEMA, Artifact, read_artifacts, write_artifacts
@@ -108,10 +108,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     idempotency_key TEXT NOT NULL DEFAULT '', intent INTEGER NOT NULL DEFAULT 0,
     unconfirmed_attempts INTEGER NOT NULL DEFAULT 0, cache_write_tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, trajectory, turn));
-CREATE TABLE IF NOT EXISTS run_states (
-    run_id TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, updated REAL NOT NULL,
-    started REAL, lease_until REAL);
-CREATE TABLE IF NOT EXISTS trajectory_results (
+""" + RUN_STATES_SCHEMA + """CREATE TABLE IF NOT EXISTS trajectory_results (
     run_id TEXT NOT NULL, platform TEXT NOT NULL, trajectory TEXT NOT NULL,
     operator_id TEXT NOT NULL, operator_version INTEGER NOT NULL, source TEXT NOT NULL,
     method TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
@@ -133,8 +130,7 @@ CREATE TABLE IF NOT EXISTS disputes (
 # gets them by ALTER TABLE, at the end of the table, as a new file has them).
 ADDED_COLUMNS = (
     *LLM_ADDED_COLUMNS,
-    ("run_states", "started", "REAL"),
-    ("run_states", "lease_until", "REAL"),
+    *RUN_STATES_ADDED_COLUMNS,
     ("trajectory_results", "reused_verdicts", "INTEGER NOT NULL DEFAULT 0"),
     ("trajectory_results", "reused_gpu_seconds", "REAL NOT NULL DEFAULT 0"),
     ("trajectory_results", "wall_s", "REAL NOT NULL DEFAULT 0"),
@@ -213,7 +209,7 @@ class TrajectoryResult:
         return self.status is Status.PASSED
 
 
-class Store(LLMCallTables):
+class Store(LLMCallTables, RunStateTables):
     """One SQLite connection to a store file; see the module doc."""
 
     def __init__(self, path: Path) -> None:
@@ -364,40 +360,6 @@ class Store(LLMCallTables):
                                             for r, w in zip(results, out, strict=True) if w})
         return out
 
-    def set_run_state(self, run_id: str, state: str, detail: str = "", *,
-                      lease_s: float | None = None) -> None:
-        """Record where a run stands (``running``, ``cancelling``, ``cancelled``, ``interrupted``,
-        ``failed``, ``complete``): what ``kgb sweep status`` shows and ``cancel`` asks for.
-        ``running`` starts a coordinator's tenure (``started``), with a lease of ``lease_s``
-        seconds (renewed by :meth:`renew_lease`); ``cancelling`` keeps both; any other state
-        ends the lease."""
-        now = time.time()
-        lease = now + lease_s if lease_s is not None else None
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO run_states VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE "
-                "SET state=excluded.state, detail=excluded.detail, updated=excluded.updated, "
-                "started=CASE excluded.state WHEN 'running' THEN excluded.started "
-                "WHEN 'cancelling' THEN run_states.started ELSE NULL END, "
-                "lease_until=CASE excluded.state WHEN 'running' THEN excluded.lease_until "
-                "WHEN 'cancelling' THEN run_states.lease_until ELSE NULL END",
-                (run_id, state, detail, now, now if state == "running" else None, lease))
-
-    def renew_lease(self, run_id: str, lease_s: float) -> tuple[str, str, float] | None:
-        """Extend a running (or cancelling) run's lease to ``lease_s`` seconds from now; returns
-        the run's state (the coordinator's poll for a cancel, in the same statement's round)."""
-        with self._tx() as db:
-            db.execute("UPDATE run_states SET lease_until = ? WHERE run_id = ? "
-                       "AND state IN ('running', 'cancelling')", (time.time() + lease_s, run_id))
-        return self.run_state(run_id)
-
-    def run_lease(self, run_id: str) -> tuple[float | None, float | None]:
-        """(when the running coordinator started, until when its lease holds); Nones when the
-        run is not running or was recorded by a version without leases."""
-        row = self.db.execute("SELECT started, lease_until FROM run_states WHERE run_id=?",
-                              (run_id,)).fetchone()
-        return (row[0], row[1]) if row else (None, None)
-
     # ---- reads -------------------------------------------------------------------------------
     def trajectory_results(self, run_id: str) -> list[TrajectoryResult]:
         """A run's finished trajectories, in (platform, trajectory) order."""
@@ -424,12 +386,6 @@ class Store(LLMCallTables):
         extra = " AND end_reason != 'INFRA_ERROR'" if retry_infra else ""
         return {(r[0], r[1]) for r in self.db.execute(
             "SELECT platform, trajectory FROM trajectory_results WHERE run_id=?" + extra, (run_id,))}
-
-    def run_state(self, run_id: str) -> tuple[str, str, float] | None:
-        """(state, detail, when) of a run, None when no state was ever recorded."""
-        row = self.db.execute("SELECT state, detail, updated FROM run_states WHERE run_id=?",
-                              (run_id,)).fetchone()
-        return (row[0], row[1], float(row[2])) if row else None
 
     def run_config(self, run_id: str) -> dict[str, Any] | None:
         """The config a run was started with (:meth:`add_run`), None for an unknown run."""

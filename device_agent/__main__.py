@@ -23,6 +23,7 @@ from device_agent.layers import LAYERS
 from device_agent.platforms import platform_names
 
 if TYPE_CHECKING:
+    from device_agent.server import AgentSettings
     from device_agent.tenancy import AccessSettings
     from protos.security import ClientAuth
 
@@ -169,6 +170,78 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the serve flags that need no file read, checked in order; None if
+    nothing."""
+    if args.port < 0 or args.port > 65535:
+        return f"--port must be 0-65535, got {args.port}"
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        return f"--metrics-port must be 0-65535, got {args.metrics_port}"
+    from protos.registration import check_address
+
+    for flag, value in (("--register", args.register), ("--advertise", args.advertise)):
+        try:
+            if value is not None:
+                check_address(value)
+        except ValueError as exc:
+            return f"{flag}: {exc}"
+    if args.advertise and not args.register:
+        return "--advertise needs --register"
+    if args.workers is not None and not 1 <= args.workers <= 64:
+        return "--workers must be between 1 and 64"
+    return None
+
+
+def _limits_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the workers' resource flags; None if nothing."""
+    if args.host_threads is not None and not 1 <= args.host_threads <= 256:
+        return "--host-threads must be between 1 and 256"
+    if not 0.5 <= args.worker_memory_gb <= 4096:
+        return "--worker-memory-gb must be between 0.5 and 4096"
+    return None
+
+
+def _checked_access(args: argparse.Namespace) -> tuple[AccessSettings, ClientAuth | None] | None:
+    """The agent's access settings, or None (after saying why) when they are unreadable or leave
+    a reachable agent open; warns when --insecure leaves it open on purpose."""
+    try:
+        access, register_auth = _access(args)
+    except ValueError as exc:  # includes AuthConfigError: unreadable or malformed files
+        print(f"kgb agent: {exc}", file=sys.stderr)
+        return None
+    problem = access.problem(args.host)
+    if problem is not None:
+        print(f"kgb agent: {problem}: it runs their code on this host. Give --tls-cert/--tls-key "
+              "and --tokens FILE (`kgb agent token add --tenant NAME --tokens FILE` makes one), or "
+              "--insecure on a network you trust; docs/auth.md", file=sys.stderr)
+        return None
+    if args.insecure and replace(access, insecure=False).problem(args.host) is not None:
+        print(f"kgb agent: WARNING: --insecure: listening on {args.host} without TLS and tokens; "
+              "anyone who can reach this port can run code on this host's workers", file=sys.stderr)
+    return access, register_auth
+
+
+def _settings(args: argparse.Namespace, access: AccessSettings,
+              register_auth: ClientAuth | None) -> AgentSettings:
+    """The agent's settings from checked flags (warns when the sandbox is off)."""
+    from device_agent.sandbox import SandboxSettings
+    from device_agent.server import AgentSettings
+
+    limits = SandboxSettings(isolate=not args.unsafe_sandbox,
+                             memory_bytes=int(args.worker_memory_gb * (1 << 30)))
+    if args.unsafe_sandbox:
+        print("kgb agent: WARNING: --unsafe-sandbox: candidates run without a private uid, "
+              "namespaces or cgroup; evaluate trusted code only", file=sys.stderr)
+    return AgentSettings(host=args.host, port=args.port, platform=args.platform,
+                         workers_per_device=args.workers, max_queue=args.max_queue,
+                         port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
+                         layers=frozenset(LAYERS) - set(args.disable_layer),
+                         metrics_port=args.metrics_port, register=args.register,
+                         advertise=args.advertise, instant_verdicts=args.instant_verdicts,
+                         host_threads=args.host_threads, access=access,
+                         register_auth=register_auth)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "token":
@@ -177,69 +250,25 @@ def main(argv: list[str] | None = None) -> int:
         return problem_check.run(args)
     # gRPC's C core prints its own log lines; keep stderr to our one-line messages unless asked.
     os.environ.setdefault("GRPC_VERBOSITY", "DEBUG" if args.verbose else "NONE")
-    from device_agent.server import AgentSettings, BindError, serve
+    from device_agent.server import BindError, serve
     from protos.security import AuthConfigError
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if args.verbose >= 2:
         logging.getLogger("device_agent").setLevel(logging.DEBUG)
-    if args.port < 0 or args.port > 65535:
-        print(f"kgb agent: --port must be 0-65535, got {args.port}", file=sys.stderr)
-        return 2
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        print(f"kgb agent: --metrics-port must be 0-65535, got {args.metrics_port}", file=sys.stderr)
-        return 2
-    from protos.registration import check_address
-
-    for flag, value in (("--register", args.register), ("--advertise", args.advertise)):
-        try:
-            if value is not None:
-                check_address(value)
-        except ValueError as exc:
-            print(f"kgb agent: {flag}: {exc}", file=sys.stderr)
-            return 2
-    if args.advertise and not args.register:
-        print("kgb agent: --advertise needs --register", file=sys.stderr)
-        return 2
-    if args.workers is not None and not 1 <= args.workers <= 64:
-        print("kgb agent: --workers must be between 1 and 64", file=sys.stderr)
-        return 2
-    try:
-        access, register_auth = _access(args)
-    except ValueError as exc:  # includes AuthConfigError: unreadable or malformed files
-        print(f"kgb agent: {exc}", file=sys.stderr)
-        return 2
-    problem = access.problem(args.host)
+    problem = _flag_problem(args)
     if problem is not None:
-        print(f"kgb agent: {problem}: it runs their code on this host. Give --tls-cert/--tls-key "
-              "and --tokens FILE (`kgb agent token add --tenant NAME --tokens FILE` makes one), or "
-              "--insecure on a network you trust; docs/auth.md", file=sys.stderr)
+        print(f"kgb agent: {problem}", file=sys.stderr)
         return 2
-    if args.insecure and replace(access, insecure=False).problem(args.host) is not None:
-        print(f"kgb agent: WARNING: --insecure: listening on {args.host} without TLS and tokens; "
-              "anyone who can reach this port can run code on this host's workers", file=sys.stderr)
-    if args.host_threads is not None and not 1 <= args.host_threads <= 256:
-        print("kgb agent: --host-threads must be between 1 and 256", file=sys.stderr)
+    checked = _checked_access(args)
+    if checked is None:
         return 2
-    if not 0.5 <= args.worker_memory_gb <= 4096:
-        print("kgb agent: --worker-memory-gb must be between 0.5 and 4096", file=sys.stderr)
+    problem = _limits_problem(args)
+    if problem is not None:
+        print(f"kgb agent: {problem}", file=sys.stderr)
         return 2
-    from device_agent.sandbox import SandboxSettings
-
-    limits = SandboxSettings(isolate=not args.unsafe_sandbox,
-                             memory_bytes=int(args.worker_memory_gb * (1 << 30)))
-    if args.unsafe_sandbox:
-        print("kgb agent: WARNING: --unsafe-sandbox: candidates run without a private uid, "
-              "namespaces or cgroup; evaluate trusted code only", file=sys.stderr)
-    settings = AgentSettings(host=args.host, port=args.port, platform=args.platform,
-                             workers_per_device=args.workers, max_queue=args.max_queue,
-                             port_file=args.port_file, work_root=args.work_dir, sandbox=limits,
-                             layers=frozenset(LAYERS) - set(args.disable_layer),
-                             metrics_port=args.metrics_port, register=args.register,
-                             advertise=args.advertise, instant_verdicts=args.instant_verdicts,
-                             host_threads=args.host_threads, access=access,
-                             register_auth=register_auth)
+    settings = _settings(args, *checked)
     try:
         return asyncio.run(serve(settings))
     except BindError as exc:

@@ -16,14 +16,11 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from device_agent import judging, toolchain_faults
 from device_agent.case_inputs import Prepared
 from device_agent.codec import CodecError
-from device_agent.host_work import HostWork
-from device_agent.launchers import LauncherBuilder
-from device_agent.platforms import Platform
 from device_agent.protocol import (
     Accepted,
     BuildInputs,
@@ -51,14 +48,14 @@ from device_agent.protocol import (
     WorkerFailed,
     accept,
 )
+from device_agent.run_harness import Harness, MakeVerdict, WorkerLost
 from device_agent.stage_clock import StageClock
-from device_agent.worker_pool import Worker
+from device_agent.worker_process import Worker
 from operators.spec import Kind
 from protos.records import CaseResult, CaseTiming, Finding, Stage, Status, SystemInfo, Verdict
 
 if TYPE_CHECKING:
     from device_agent.device_gate import DeviceGate
-    from device_agent.metrics import AgentMetrics
     from protos.records import ToolchainFault
 
 log = logging.getLogger(__name__)
@@ -67,46 +64,6 @@ _T = TypeVar("_T")
 LOG_LIMIT = 8000
 WORKER_ACK_S = 30.0  # a live worker acknowledges its job at once; silence this long is a loss
 LAUNCH_BOUND_US = 10.0
-
-
-@dataclass(frozen=True)
-class StageBudgets:
-    """Per-stage deadlines in seconds (see docs/architecture.md). Each stage also ends
-    ``margin_s`` before the client's deadline, so the client always receives a verdict."""
-
-    load_s: float = 60.0
-    correctness_s: float = 180.0
-    timing_s: float = 240.0
-    timing_case_budget_s: float = 2.0
-    margin_s: float = 2.0
-
-
-@dataclass(frozen=True)
-class Harness:
-    """What an evaluator lends each of its runs."""
-
-    platform: Platform
-    layers: frozenset[str]
-    budgets: StageBudgets
-    host: HostWork  # the agent's own CPU work (comparisons)
-    launchers: LauncherBuilder | None  # builds the Triton launchers workers report
-    metrics: AgentMetrics | None
-
-    def launchers_built(self, reported: list[Any]) -> int:
-        """Hand the launchers a worker built itself to the agent's builder; returns how many."""
-        if self.launchers is not None:
-            self.launchers.request(reported)
-        return len(reported)
-
-
-class MakeVerdict(Protocol):
-    """The verdict of the run's request, with ``status``, ``message`` and ``details``."""
-
-    def __call__(self, status: Status, message: str, **details: Any) -> Verdict: ...
-
-
-class WorkerLost(Exception):
-    """A worker died (or stalled) before acknowledging its job: no candidate code had run."""
 
 
 @dataclass

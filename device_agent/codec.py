@@ -119,6 +119,15 @@ def decode(frame: bytes) -> dict[str, Any]:
 
 
 def _decode(frame: bytes) -> dict[str, Any]:
+    header, tensors = _split_frame(frame)
+    body = _revive(header["body"], tensors)
+    if not isinstance(body, dict):
+        raise CodecError("message body is not an object")
+    return body
+
+
+def _split_frame(frame: bytes) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    """A frame's JSON header and its tensors, every length checked against the frame's."""
     if len(frame) < _LEN.size:
         raise CodecError("truncated frame")
     (hlen,) = _LEN.unpack_from(frame, 0)
@@ -144,41 +153,41 @@ def _decode(frame: bytes) -> dict[str, Any]:
         pos += n
     if pos != len(frame):
         raise CodecError("trailing bytes after blobs")
+    return header, tensors
 
-    def dec(v: Any) -> Any:
-        if isinstance(v, list):
-            return [dec(x) for x in v]
-        if isinstance(v, dict):
-            if set(v) == {"__tensor__"}:
-                i = v["__tensor__"]
-                if not isinstance(i, int) or not 0 <= i < len(tensors):
-                    raise CodecError("bad tensor reference")
-                return tensors[i]
-            if set(v) == {"__dtype__"}:
-                return _dtype(v["__dtype__"])
-            if set(v) == {"__device__"}:
-                if v["__device__"] not in _DEVICE_TYPES:
-                    raise CodecError(f"unknown device type {v['__device__']!r}")
-                return torch.device(v["__device__"])
-            if set(v) == {"__float__"}:
-                if v["__float__"] not in _NON_FINITE:
-                    raise CodecError("bad non-finite float")
-                return float(v["__float__"])
-            if set(v) == {"__tuple__"}:
-                return tuple(dec(x) for x in v["__tuple__"])
-            if set(v) == {"__complex__"}:
-                return _complex(dec(v["__complex__"]))
-            if set(v) == {"__pointers__"}:
-                return _pointer_array(dec(v["__pointers__"]))
-            if set(v) == {"__dict__"}:
-                return {k: dec(x) for k, x in v["__dict__"]}
-            raise CodecError(f"unknown object with keys {sorted(v)[:4]}")
+
+def _revive(v: Any, tensors: list[torch.Tensor]) -> Any:
+    """A decoded JSON value with its tagged objects (tensors by reference, dtypes, devices,
+    non-finite floats, tuples, complex numbers, pointer arrays, non-string-keyed dicts) made
+    whole again; anything tagged otherwise is refused."""
+    if isinstance(v, list):
+        return [_revive(x, tensors) for x in v]
+    if not isinstance(v, dict):
         return v
-
-    body = dec(header["body"])
-    if not isinstance(body, dict):
-        raise CodecError("message body is not an object")
-    return body
+    if set(v) == {"__tensor__"}:
+        i = v["__tensor__"]
+        if not isinstance(i, int) or not 0 <= i < len(tensors):
+            raise CodecError("bad tensor reference")
+        return tensors[i]
+    if set(v) == {"__dtype__"}:
+        return _dtype(v["__dtype__"])
+    if set(v) == {"__device__"}:
+        if v["__device__"] not in _DEVICE_TYPES:
+            raise CodecError(f"unknown device type {v['__device__']!r}")
+        return torch.device(v["__device__"])
+    if set(v) == {"__float__"}:
+        if v["__float__"] not in _NON_FINITE:
+            raise CodecError("bad non-finite float")
+        return float(v["__float__"])
+    if set(v) == {"__tuple__"}:
+        return tuple(_revive(x, tensors) for x in v["__tuple__"])
+    if set(v) == {"__complex__"}:
+        return _complex(_revive(v["__complex__"], tensors))
+    if set(v) == {"__pointers__"}:
+        return _pointer_array(_revive(v["__pointers__"], tensors))
+    if set(v) == {"__dict__"}:
+        return {k: _revive(x, tensors) for k, x in v["__dict__"]}
+    raise CodecError(f"unknown object with keys {sorted(v)[:4]}")
 
 
 def _complex(parts: Any) -> complex:

@@ -26,19 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 import operators
 from device_agent import static_policy
-from device_agent.candidate_run import (
-    CandidateRun,
-    Harness,
-    MakeVerdict,
-    StageBudgets,
-    WorkerLost,
-)
+from device_agent.candidate_run import CandidateRun
 from device_agent.case_inputs import CaseInputs, Prepared
 from device_agent.host_work import HostBudget, HostWork
 from device_agent.launchers import LauncherBuilder
 from device_agent.layers import LAYERS as _LAYER_DOCS
 from device_agent.platforms import Platform
-from device_agent.worker_pool import Worker, WorkerPool, WorkerStartError
+from device_agent.run_harness import Harness, MakeVerdict, StageBudgets, WorkerLost
+from device_agent.worker_pool import WorkerPool
+from device_agent.worker_process import Worker, WorkerStartError
 from operators.spec import OperatorSpec, Tier
 from protos.records import (
     WARNING,

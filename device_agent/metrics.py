@@ -34,7 +34,7 @@ LOCK_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
 
 
 class WorkerCpuView(Protocol):
-    """What the metrics read from a used worker's CPU record (``workers.WorkerCpu``)."""
+    """What the metrics read from a used worker's CPU record (``device_agent.worker_process.WorkerCpu``)."""
 
     @property
     def start_own(self) -> float: ...
@@ -71,6 +71,13 @@ class AgentMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self._server: HTTPServer | None = None
+        self._evaluation_metrics(r)
+        self._worker_metrics(r)
+        self._capacity_metrics(r)
+        self._start_at_zero()
+
+    def _evaluation_metrics(self, r: CollectorRegistry) -> None:
+        """Evaluations: how they ended, their stages, calls refused before admission."""
         self.evaluations = Counter("kgb_agent_evaluations_total", "Evaluations finished, by verdict",
                                    ["platform", "status"], registry=r)
         self.cancelled_total = Counter("kgb_agent_evaluations_cancelled_total",
@@ -82,6 +89,9 @@ class AgentMetrics:
         self.rejected_total = Counter("kgb_agent_rejected_total",
                                       "Evaluate calls refused before admission",
                                       ["platform", "reason"], registry=r)
+
+    def _worker_metrics(self, r: CollectorRegistry) -> None:
+        """Workers: starts, failures, losses, CPU, waits for the timing lock."""
         self.worker_restarts = Counter("kgb_agent_worker_restarts_total",
                                        "Replacement workers that became ready (each worker serves "
                                        "one candidate, so one per evaluation that got a worker)",
@@ -105,6 +115,9 @@ class AgentMetrics:
         self.timing_lock_wait = Histogram("kgb_agent_timing_lock_wait_seconds",
                                           "Wait for a device's exclusive timing lock, per timed case",
                                           ["platform", "device"], registry=r, buckets=LOCK_BUCKETS)
+
+    def _capacity_metrics(self, r: CollectorRegistry) -> None:
+        """Queues, workers by state, admission and health, read at scrape time."""
         self.queue_depth = Gauge("kgb_agent_queue_depth",
                                  "Evaluations waiting for a worker of the device",
                                  ["platform", "device"], registry=r)
@@ -123,16 +136,19 @@ class AgentMetrics:
                                    ["platform"], registry=r)
         self.info = Gauge("kgb_agent_info", "Always 1; labels describe the agent",
                           ["platform", "device_model", "harness_version"], registry=r)
-        # Closed label sets start at zero, so rate() sees the first event and panels show zeros.
+
+    def _start_at_zero(self) -> None:
+        """Closed label sets start at zero, so rate() sees the first event and panels show
+        zeros."""
         for status in Status:
-            self.evaluations.labels(platform, status.value)
+            self.evaluations.labels(self.platform, status.value)
         for stage in STAGES:
-            self.stage_seconds.labels(platform, stage)
+            self.stage_seconds.labels(self.platform, stage)
         for reason in REJECT_REASONS:
-            self.rejected_total.labels(platform, reason)
-        self.cancelled_total.labels(platform)
-        self.worker_start_seconds.labels(platform)
-        self.serving_gauge.labels(platform).set(0)
+            self.rejected_total.labels(self.platform, reason)
+        self.cancelled_total.labels(self.platform)
+        self.worker_start_seconds.labels(self.platform)
+        self.serving_gauge.labels(self.platform).set(0)
 
     # ---- wiring (server start-up) -------------------------------------------------------------
     def watch(self, pools: Sequence[PoolView], admitted: Callable[[], int], max_queue: int) -> None:

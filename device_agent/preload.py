@@ -1,6 +1,6 @@
 """Work every worker would otherwise repeat, done once in the forkserver before any fork.
 
-Imported by the forkserver (``device_agent.worker_pool``), so each forked worker inherits the
+Imported by the forkserver (``device_agent.forkserver``), so each forked worker inherits the
 result: every problem module imported (each parses its reference solution as it registers), the
 platform plugins discovered, and Triton's cache key computed (a hash of Triton's own source
 files, cached for the process). Measured on the H200 under a full agent, the problems and the

@@ -1,7 +1,8 @@
 """The worker's side: the sandboxed worker process itself — its start, its sandbox, its one job.
 
 A separate process that imports one candidate, runs it (``device_agent.sandboxed_job``), and
-exits; the agent's side of it is ``device_agent.worker_pool``, the messages between them
+exits; the agent's side of it is ``device_agent.worker_process`` (started by
+``device_agent.worker_start``, pooled by ``device_agent.worker_pool``), the messages between them
 ``device_agent.protocol``.
 
 Forked by the agent's forkserver — a separate process started by exec, with torch, triton and

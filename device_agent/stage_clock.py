@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from device_agent import toolchain_faults
-from device_agent.worker_pool import Worker
+from device_agent.worker_process import Worker
 
 
 class StageClock:

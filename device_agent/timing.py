@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -272,6 +272,37 @@ class Measurement:
     baseline: str  # the library the baseline ran (the problem's ``baseline_library()``)
 
 
+@dataclass
+class _Samples:
+    """What the interleaved A-B-B-A rounds of :func:`measure` collected: rounds run while the
+    device throttled are kept apart, used only when nothing else was."""
+
+    cand: list[float] = field(default_factory=list)
+    base: list[float] = field(default_factory=list)
+    kept_throttled: list[tuple[float, float, float, float]] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=list)
+    temps: list[float] = field(default_factory=list)
+
+    def add(self, round_: list[float], throttled: bool) -> None:
+        if throttled:
+            self.kept_throttled.append((round_[0], round_[1], round_[2], round_[3]))
+        else:
+            self.cand += [round_[0], round_[3]]
+            self.base += [round_[1], round_[2]]
+
+    def done(self, deadline: float) -> bool:
+        enough = len(self.cand) >= MIN_SAMPLES and _settled(self.cand) and _settled(self.base)
+        return (enough or len(self.cand) + 2 * len(self.kept_throttled) >= MAX_SAMPLES
+                or time.perf_counter() > deadline)
+
+    def keep_throttled_if_short(self) -> None:
+        """The device throttled throughout: keep those rounds rather than report nothing."""
+        if len(self.cand) < MIN_SAMPLES // 2:
+            for a1, b1, b2, a2 in self.kept_throttled:
+                self.cand += [a1, a2]
+                self.base += [b1, b2]
+
+
 def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Measurement:
     """Time ``fn`` and the spec's baseline on prepared ``sets``; medians and CIs in microseconds.
     Run while the device is held exclusively; :func:`recheck` follows once it is shared again.
@@ -292,13 +323,8 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
         baseline_call(base_sets[0])()
     timer.sync()
 
-    cand: list[float] = []
-    base: list[float] = []
-    discarded = 0
-    kept_throttled: list[tuple[float, float, float, float]] = []
+    got = _Samples()
     deadline = time.perf_counter() + budget_s
-    clocks: list[float] = []
-    temps: list[float] = []
     k = 0
     wall0 = time.perf_counter()
     while True:
@@ -312,33 +338,28 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
         throttled = throttled or timer.throttled()
         if k % 8 == 0:  # NVML reads cost ~100 us: sample every eighth round
             clock, temp = timer.readings()
-            clocks += [clock] if clock is not None else []
-            temps += [temp] if temp is not None else []
+            got.clocks += [clock] if clock is not None else []
+            got.temps += [temp] if temp is not None else []
         k += 1
-        if throttled:
-            discarded += 1
-            kept_throttled.append((round_[0], round_[1], round_[2], round_[3]))
-        else:
-            cand += [round_[0], round_[3]]
-            base += [round_[1], round_[2]]
-        enough = len(cand) >= MIN_SAMPLES and _settled(cand) and _settled(base)
-        if enough or len(cand) + 2 * discarded >= MAX_SAMPLES or time.perf_counter() > deadline:
+        got.add(round_, throttled)
+        if got.done(deadline):
             break
-    if len(cand) < MIN_SAMPLES // 2:
-        # The device throttled throughout: keep those rounds rather than report nothing.
-        for a1, b1, b2, a2 in kept_throttled:
-            cand += [a1, a2]
-            base += [b1, b2]
+    discarded = len(got.kept_throttled)
+    got.keep_throttled_if_short()
     wall = time.perf_counter() - wall0
+    return _measurement(sets, got, discarded, wall)
 
+
+def _measurement(sets: TimingSets, got: _Samples, discarded: int, wall: float) -> Measurement:
+    cand, base = got.cand, got.base
     cm, clo, chi = median_ci(cand)
     bm, _, _ = median_ci(base)
     return Measurement(
         l2_bytes=sets.l2_bytes, median_us=cm, ci_low_us=clo, ci_high_us=chi, samples=len(cand),
         baseline_median_us=bm, baseline_samples=len(base), samples_sum_us=sum(cand) + sum(base),
-        wall_s=wall, input_sets=n_sets, throttled_discarded=discarded,
-        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
-        temperature_c=max(temps) if temps else None, baseline=spec.baseline_library())
+        wall_s=wall, input_sets=len(sets.source), throttled_discarded=discarded,
+        sm_clock_mhz=sum(got.clocks) / len(got.clocks) if got.clocks else None,
+        temperature_c=max(got.temps) if got.temps else None, baseline=sets.spec.baseline_library())
 
 
 class Recheck(NamedTuple):

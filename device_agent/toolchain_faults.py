@@ -19,7 +19,7 @@ from device_agent.platforms.toolchain import ToolchainFrames, fault, fault_from_
 from protos.records import ToolchainFault
 
 if TYPE_CHECKING:
-    from device_agent.worker_pool import Worker
+    from device_agent.worker_process import Worker
 
 DUMP_WAIT_S = 2.0  # how long a stuck worker's stacks may take to reach its log
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -20,6 +20,11 @@ from protos.client import AgentClient, AgentError, AgentUnreachable, BadRequest,
 from protos.integrity import Expected
 from protos.records import EvalRequest, Verdict, candidate_id
 from protos.security import AuthConfigError, ClientAuth, ClientAuthFiles
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from protos.records import AgentDescription
 
 EXIT_AGENT_UNREACHABLE = 3
 
@@ -155,6 +160,37 @@ def eval_cmd(files: tuple[str, ...], op_id: str, address: str | None, platform: 
     sys.exit(code)
 
 
+async def _connect(client: AgentClient, address: str, auth: ClientAuth | None,
+                   err: Console) -> AgentDescription | None:
+    """The agent's description once it serves; None (after saying why) when it cannot be used."""
+    try:
+        await client.wait_serving(timeout=15.0)
+        return await client.describe()
+    except NotAuthorized as exc:
+        err.print(f"kgb eval: the agent at {address} refused us: {exc}. Give its token with "
+                  "--token-file or KGB_AGENT_TOKEN (docs/auth.md).", markup=False)
+        return None
+    except AgentError as exc:
+        tls = "" if auth is not None and auth.tls else " If it serves TLS, give --ca."
+        err.print(f"kgb eval: cannot reach the agent at {address}: {exc}. "
+                  f"Start one with `kgb agent serve` or leave out --agent.{tls}", markup=False)
+        return None
+
+
+def _show(path: Path, verdict: Verdict, out: Path | None, as_json: bool, err: Console) -> None:
+    """One verdict: appended to ``out``, and as a JSON line on stdout or a line on stderr."""
+    record = verdict.to_json()
+    record["file"] = str(path)
+    if out is not None:
+        _append(out, record)
+    if as_json:
+        sys.stdout.write(orjson.dumps(record).decode() + "\n")
+        sys.stdout.flush()
+    else:
+        speed = f" speedup {verdict.speedup:.2f}x" if verdict.speedup else ""
+        err.print(f"{path}: {verdict.status.value}{speed} - {verdict.message}", markup=False)
+
+
 async def _evaluate_all(address: str, spec: operators.OperatorSpec,
                         sources: list[tuple[Path, bytes]], as_json: bool, out: Path | None,
                         timeout: float, no_timing: bool, concurrency: int | None,
@@ -164,17 +200,8 @@ async def _evaluate_all(address: str, spec: operators.OperatorSpec,
 
     err = Console(stderr=True)
     async with AgentClient(address, auth) as client:
-        try:
-            await client.wait_serving(timeout=15.0)
-            desc = await client.describe()
-        except NotAuthorized as exc:
-            err.print(f"kgb eval: the agent at {address} refused us: {exc}. Give its token with "
-                      "--token-file or KGB_AGENT_TOKEN (docs/auth.md).", markup=False)
-            return EXIT_AGENT_UNREACHABLE
-        except AgentError as exc:
-            tls = "" if auth is not None and auth.tls else " If it serves TLS, give --ca."
-            err.print(f"kgb eval: cannot reach the agent at {address}: {exc}. "
-                      f"Start one with `kgb agent serve` or leave out --agent.{tls}", markup=False)
+        desc = await _connect(client, address, auth, err)
+        if desc is None:
             return EXIT_AGENT_UNREACHABLE
         sem = asyncio.Semaphore(concurrency or max(1, desc.capacity))
         unreachable = False
@@ -209,15 +236,5 @@ async def _evaluate_all(address: str, spec: operators.OperatorSpec,
                     err.print(f"{path}: no verdict: {error}", markup=False)
                     unreachable = unreachable or "UNAVAILABLE" in error or "DEADLINE" in error
                     continue
-                record = verdict.to_json()
-                record["file"] = str(path)
-                if out is not None:
-                    _append(out, record)
-                if as_json:
-                    sys.stdout.write(orjson.dumps(record).decode() + "\n")
-                    sys.stdout.flush()
-                else:
-                    speed = f" speedup {verdict.speedup:.2f}x" if verdict.speedup else ""
-                    err.print(f"{path}: {verdict.status.value}{speed} - {verdict.message}",
-                              markup=False)
+                _show(path, verdict, out, as_json, err)
         return EXIT_AGENT_UNREACHABLE if unreachable else 0

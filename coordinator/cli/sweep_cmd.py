@@ -14,13 +14,18 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from coordinator.cli.report_cmd import check_store_options, open_runs, store_options
 from coordinator.run_status import run_status
 from coordinator.store import DB_NAME, Store
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from coordinator.metrics import SweepMetrics
 
 EXIT_INCOMPLETE = 1
 EXIT_INTERRUPTED = 130
@@ -332,6 +337,32 @@ def resume_hint(store_dir: Path, run_id: str) -> str:
     return f"kgb sweep resume --store {shlex.quote(str(store_dir / DB_NAME))} {shlex.quote(run_id)}"
 
 
+def _run_elsewhere(run_id: str, store_dir: Path, console: Console) -> bool:
+    """True (after saying so) when a live coordinator already runs ``run_id`` from this store."""
+    db = Path(store_dir) / DB_NAME
+    if not db.is_file():
+        return False
+    store = Store(db)
+    st = run_status(store, run_id)
+    store.close()
+    if not st.live:
+        return False
+    console.print(f"kgb sweep: run {run_id!r} is being run by {st.detail}; not starting "
+                  "a second coordinator (`kgb sweep cancel` it first)", markup=False)
+    return True
+
+
+def _serve_metrics(metrics: SweepMetrics, port: int, host: str, console: Console) -> int | None:
+    """The port the sweep's metrics are served on; None (after saying why) when they cannot be."""
+    try:
+        return metrics.serve(port, host)
+    except OSError as exc:
+        console.print(f"kgb sweep: cannot serve metrics on {host}:{port} "
+                      f"({exc.strerror or exc}); choose another --metrics-port (0 picks a free one)",
+                      markup=False)
+        return None
+
+
 def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, *, resume: bool,
              ray_address: str | None, metrics_port: int, metrics_host: str,
              registry_port: int | None, registry_host: str, registry_access: Any,
@@ -344,22 +375,11 @@ def _execute(spec: Any, text: str, source: str, spec_dir: str, store_dir: Path, 
     from coordinator.metrics import SweepMetrics
 
     console = Console(stderr=True)
-    db = Path(store_dir) / DB_NAME
-    if resume and db.is_file():
-        store = Store(db)
-        st = run_status(store, spec.name)
-        store.close()
-        if st.live:
-            console.print(f"kgb sweep: run {spec.name!r} is being run by {st.detail}; not starting "
-                          "a second coordinator (`kgb sweep cancel` it first)", markup=False)
-            return EXIT_INCOMPLETE
+    if resume and _run_elsewhere(spec.name, store_dir, console):
+        return EXIT_INCOMPLETE
     metrics = SweepMetrics()
-    try:
-        port = metrics.serve(metrics_port, metrics_host)
-    except OSError as exc:
-        console.print(f"kgb sweep: cannot serve metrics on {metrics_host}:{metrics_port} "
-                      f"({exc.strerror or exc}); choose another --metrics-port (0 picks a free one)",
-                      markup=False)
+    port = _serve_metrics(metrics, metrics_port, metrics_host, console)
+    if port is None:
         return EXIT_INCOMPLETE
     metrics.declare(models=[m.name for m in spec.models] or [""],
                     methods=[m.label for m in spec.methods], platforms=spec.platforms,

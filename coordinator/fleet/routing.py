@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import random
 import time
@@ -91,6 +92,16 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
     """Read a cancelled call's outcome so asyncio does not log it as never retrieved."""
     if not task.cancelled():
         task.exception()
+
+
+def _gave_up(req: EvalRequest, source: str, want: str, attempts: list[Attempt],
+             why: str) -> Routed:
+    """The INFRA_ERROR a request ends in when routing gives up: why, what it wanted and the
+    last attempts."""
+    tail = "; ".join(f"{a.agent}: {a.outcome.value}: {a.detail}" for a in attempts[-4:])
+    message = f"{why} ({want}; {len(attempts)} attempt(s){': ' + tail if tail else ''})"
+    return Routed(infra_verdict(req.operator_id, source, message), None, tuple(attempts),
+                  req.request_id)
 
 
 class Fleet:
@@ -246,13 +257,7 @@ class Fleet:
         failures = 0
         waiting_since: float | None = None
         want = f"platform {platform!r}" + (f", device {device_model!r}" if device_model else "")
-
-        def give_up(why: str) -> Routed:
-            tail = "; ".join(f"{a.agent}: {a.outcome.value}: {a.detail}" for a in attempts[-4:])
-            message = f"{why} ({want}; {len(attempts)} attempt(s){': ' + tail if tail else ''})"
-            return Routed(infra_verdict(req.operator_id, source, message), None, tuple(attempts),
-                          req.request_id)
-
+        give_up = functools.partial(_gave_up, req, source, want, attempts)
         while True:
             if roster.closed.is_set():
                 return give_up("the fleet was closed")

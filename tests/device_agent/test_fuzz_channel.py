@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import operators
 from device_agent import candidate_run
-from device_agent.candidate_run import CandidateRun, Harness, StageBudgets, WorkerLost
+from device_agent.candidate_run import CandidateRun
 from device_agent.case_inputs import CaseInputs, Prepared
 from device_agent.codec import CodecError, decode, encode
 from device_agent.device_gate import DeviceGate
@@ -53,6 +53,7 @@ from device_agent.protocol import (
     WorkerChannel,
     encode_message,
 )
+from device_agent.run_harness import Harness, StageBudgets, WorkerLost
 from operators.spec import Tier
 from protos.records import Status, SystemInfo, Verdict
 from tests.device_agent.fuzzing import (

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import operators
-from device_agent.candidate_run import StageBudgets
 from device_agent.platforms import platform_names, resolve
+from device_agent.run_harness import StageBudgets
 from operators.spec import PLATFORMS
 from protos.records import Status
 from tests.device_agent.standin_platform import NAME, StandinPlatform

@@ -24,7 +24,7 @@ from device_agent.protocol import (
     StartError,
 )
 from device_agent.sandbox import Applied
-from device_agent.worker_pool import _until_ready, start_worker
+from device_agent.worker_start import _until_ready, start_worker
 from protos.records import SystemInfo
 
 READY = Ready(pid=1, system=SystemInfo(platform="cpu"),

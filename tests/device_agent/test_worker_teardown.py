@@ -16,7 +16,8 @@ import pytest
 from device_agent.device_gate import DeviceGate
 from device_agent.platforms.cpu import CpuPlatform
 from device_agent.stage_clock import ends_inside
-from device_agent.worker_pool import WorkerPool, start_worker
+from device_agent.worker_pool import WorkerPool
+from device_agent.worker_start import start_worker
 
 
 def _state(pid: int) -> str:
