@@ -11,10 +11,8 @@ import pytest
 import torch
 
 import operators
-from device_agent.platforms.cpu import install_interpreter_support
 from device_agent.timing import EventTimer, WallTimer, build_sets, measure, upload_sets
 from operators.spec import case
-from operators.testing import load_module
 
 ADD = operators.get("aten::add")
 CASE = case("add_Tensor", "float32", (8, 8), other=(8, 8), alpha=1.0)
@@ -42,11 +40,17 @@ class SpyTimer(WallTimer):
         return 1000.0 if self.n % 10 == 0 else 10.0  # skewed: mean 109, median 10
 
 
+def _add_tensor(x: torch.Tensor, other: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """A stand-in candidate that costs microseconds, so the 0.5 s budget always yields enough
+    rounds (the reference kernel under the interpreter takes tens of ms a call, and on a loaded
+    machine too few rounds fit; the contract under test is the timer's, not the kernel's)."""
+    return torch.add(x, other, alpha=alpha)
+
+
 @pytest.fixture(scope="module")
 def measured() -> tuple[Any, SpyTimer]:
-    install_interpreter_support()
     timer = SpyTimer()
-    fn = load_module(ADD.solution).add_Tensor
+    fn = _add_tensor
     source = build_sets(ADD, CASE, seed=1, l2_bytes=L2)
     sets = upload_sets(ADD, CASE, source, device="cpu", l2_bytes=L2, timer=timer)
     return measure(sets, fn, budget_s=0.5), timer
