@@ -18,7 +18,10 @@ from coordinator.spec_fields import _ENV_RE, FieldParser, _looks_like_secret, _p
 from coordinator.spec_models import check_methods, parse_models
 from coordinator.spec_records import (
     AGENT_AUTH_KEYS,
+    GENERATION_MODES,
     MAX_RUNNERS_PER_ENDPOINT,
+    PER_PLATFORM,
+    SHARED,
     SUITES,
     AgentSpec,
     Budgets,
@@ -48,11 +51,16 @@ class SpecParser(FieldParser):
             if key in sweep:
                 raise self.fail(f"sweep.{key}", f"unknown key; {key!r} is a top-level key: in TOML it "
                                 "must come before the first [table] header (move it above [sweep])")
-        self.keys(sweep, "sweep", ("name", "store", "seed"), required=("name",))
+        self.keys(sweep, "sweep", ("name", "store", "seed", "generation"), required=("name",))
         name = self.name(sweep["name"], "sweep.name")
         store = self.resolve(self.string(sweep["store"], "sweep.store")) if "store" in sweep \
             else self.resolve(f"runs/{name}")
         seed = self.integer(sweep.get("seed", 0), "sweep.seed", minimum=0)
+        generation = self.string(sweep.get("generation", PER_PLATFORM), "sweep.generation")
+        if generation not in GENERATION_MODES:
+            raise self.fail("sweep.generation", f"must be \"{PER_PLATFORM}\" (a trajectory per "
+                            f"platform) or \"{SHARED}\" (one candidate judged on every platform), "
+                            f"got {generation!r}")
 
         platforms = self.platforms(data.get("platforms", ["cuda"]))
         suites, ops = self.operators(data, platforms)
@@ -84,7 +92,7 @@ class SpecParser(FieldParser):
                          samples=samples, platforms=platforms, endpoints=tuple(endpoints),
                          models=tuple(models), methods=tuple(methods), agents=tuple(agents),
                          budgets=budgets, concurrency=concurrency, fleet=fleet, source=self.source,
-                         warnings=tuple(self.warnings))
+                         warnings=tuple(self.warnings), generation=generation)
 
     def platforms(self, value: Any) -> tuple[str, ...]:
         names = self.strings(value, "platforms")

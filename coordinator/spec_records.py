@@ -110,14 +110,36 @@ class FleetSettings:
     spot_check: float | None = None  # fraction of PASSED verdicts judged again; None: not set
 
 
+# [sweep] generation: how a multi-platform sweep makes its candidates (docs/sweep-spec.md).
+PER_PLATFORM = "per-platform"  # a trajectory per platform: that chip's prompt, its feedback
+SHARED = "shared"              # one trajectory, its final candidate judged on every platform
+GENERATION_MODES = (PER_PLATFORM, SHARED)
+
+
 class PlannedTrajectory(NamedTuple):
-    """One trajectory of the plan (``model`` is "" for candidate methods)."""
+    """One trajectory of the plan (``model`` is "" for candidate methods).
+
+    ``judged_on`` is empty for per-platform generation. For shared generation it lists every
+    platform the final candidate is judged on; the trajectory itself runs on the first
+    (``platform``: its prompt and feedback) and its key names no platform, so its model calls
+    are stored, and counted, once."""
 
     platform: str
     operator_id: str
     method: str                     # the method entry's label
     model: str                      # the model entry's name, or ""
     sample: int
+    judged_on: tuple[str, ...] = ()
+
+    @property
+    def key_platform(self) -> str:
+        """The platform its trajectory key names: "" when generation is shared."""
+        return "" if self.judged_on else self.platform
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """Every platform a result row is stored for."""
+        return self.judged_on or (self.platform,)
 
 
 @dataclass(frozen=True)
@@ -139,6 +161,7 @@ class SweepSpec:
     budgets: Budgets
     concurrency: Concurrency
     fleet: FleetSettings = FleetSettings()
+    generation: str = PER_PLATFORM
     source: str = "<spec>"
     warnings: tuple[str, ...] = ()
 
@@ -172,21 +195,30 @@ class SweepSpec:
         A problem is planned on each listed platform it declares; a candidate method runs once per
         (platform, problem, sample) with model ""; a trajectory method runs for every model. The
         number of samples is what the method says for that problem (``n`` for ``sample`` and
-        ``refine``, the recorded count for ``replay``, 1 for ``reference``).
+        ``refine``, the recorded count for ``replay``, 1 for ``reference``). With shared
+        generation a problem is planned once, on the first listed platform it declares, and
+        judged on all of them (:attr:`PlannedTrajectory.judged_on`).
         """
-        out: list[PlannedTrajectory] = []
         specs = [operators.get(op_id) for op_id in self.operators]
-        for platform in self.platforms:
+        if self.generation == SHARED:
+            out: list[PlannedTrajectory] = []
             for spec in specs:
-                if platform not in spec.platforms:
-                    continue
-                for entry in self.methods:
-                    method = entry.instance if entry.instance is not None else entry.build()
-                    n = method.samples(spec)
-                    models = [""] if entry.kind == "candidate" else [m.name for m in self.models]
-                    for model in models:
-                        out += [PlannedTrajectory(platform, spec.id, entry.label, model, s)
-                                for s in range(n)]
+                on = tuple(p for p in self.platforms if p in spec.platforms)
+                if on:
+                    out += self._planned(spec, on[0], on)
+            return sorted(out, key=lambda t: self.platforms.index(t.platform))  # stable
+        return [t for platform in self.platforms for spec in specs
+                if platform in spec.platforms for t in self._planned(spec, platform, ())]
+
+    def _planned(self, spec: Any, platform: str,
+                 judged_on: tuple[str, ...]) -> list[PlannedTrajectory]:
+        """One problem's trajectories on ``platform``: every method, model and sample."""
+        out: list[PlannedTrajectory] = []
+        for entry in self.methods:
+            method = entry.instance if entry.instance is not None else entry.build()
+            models = [""] if entry.kind == "candidate" else [m.name for m in self.models]
+            out += [PlannedTrajectory(platform, spec.id, entry.label, model, s, judged_on)
+                    for model in models for s in range(method.samples(spec))]
         return out
 
     def dispatch_order(self) -> list[PlannedTrajectory]:

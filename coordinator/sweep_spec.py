@@ -25,7 +25,8 @@ Things that are allowed but probably not meant are returned as :attr:`SweepSpec.
 
 :meth:`SweepSpec.plan` enumerates the trajectories: platform x operator x method x model x
 sample, where candidate methods (``reference``, ``replay``) take no model, and a problem is
-planned only on the platforms it declares.
+planned only on the platforms it declares. ``[sweep] generation = "shared"`` plans a problem once
+and judges its final candidate on every platform (:class:`PlannedTrajectory`'s ``judged_on``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ from pathlib import Path
 from coordinator.spec_parser import SpecParser
 from coordinator.spec_records import (
     AGENT_AUTH_KEYS,
+    GENERATION_MODES,
     MAX_RUNNERS_PER_ENDPOINT,
     NAME_RE,
+    PER_PLATFORM,
+    SHARED,
     SUITES,
     AgentSpec,
     Budgets,
@@ -51,9 +55,10 @@ from coordinator.spec_records import (
 
 _Parser = SpecParser  # the name spec_models and older tests know
 
-__all__ = ["AGENT_AUTH_KEYS", "MAX_RUNNERS_PER_ENDPOINT", "NAME_RE", "SUITES", "AgentSpec", "Budgets",
-           "Concurrency", "FleetSettings", "MethodEntry", "PlannedTrajectory", "SpecParser",
-           "SweepSpec", "SweepSpecError", "_Parser", "load_spec", "parse_spec"]
+__all__ = ["AGENT_AUTH_KEYS", "GENERATION_MODES", "MAX_RUNNERS_PER_ENDPOINT", "NAME_RE",
+           "PER_PLATFORM", "SHARED", "SUITES", "AgentSpec", "Budgets", "Concurrency",
+           "FleetSettings", "MethodEntry", "PlannedTrajectory", "SpecParser", "SweepSpec",
+           "SweepSpecError", "_Parser", "load_spec", "parse_spec"]
 
 
 # -- loading -----------------------------------------------------------------------------------

@@ -35,6 +35,12 @@ class Outcome:
     error: str = ""                          # why result is None
     node: str = ""                           # the Ray node that ran it
     artifacts: tuple[Artifact, ...] = ()     # agent-cli: stored with the result (bounded)
+    more: tuple[TrajectoryResult, ...] = ()  # shared generation: the other platforms' rows
+
+    def results(self) -> list[TrajectoryResult]:
+        """Every row to store: the result and, with shared generation, one per other platform
+        (stored together, so a trajectory is finished on all its platforms or on none)."""
+        return [] if self.result is None else [self.result, *self.more]
 
     def link(self) -> TrajectoryLink | None:
         """A candidate method's trajectory and its one candidate (``kgb run``'s table row)."""
