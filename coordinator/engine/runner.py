@@ -255,7 +255,7 @@ class TrajectoryRunner:
         r = o.result
         source = dict(o.candidates).get(r.best_candidate_hash)
         more: list[TrajectoryResult] = []
-        verdicts = list(o.verdicts)
+        verdicts: list[tuple[str, Verdict, bool]] = []
         for platform in p.platforms[1:]:
             if self.draining:
                 raise SweepStopped("the sweep is stopping")
@@ -269,8 +269,8 @@ class TrajectoryRunner:
             more.append(trajectory_result(self.run_id, platform, key, r.source, pairs,
                                           EndReason(r.end_reason), turns=r.turns, calls=(),
                                           seen=ev.seen))
-            verdicts += [(slim_verdict(v), reused) for v, reused in ev.seen]
-        return replace(o, more=tuple(more), verdicts=tuple(verdicts))
+            verdicts += [(platform, slim_verdict(v), reused) for v, reused in ev.seen]
+        return replace(o, more=tuple(more), more_verdicts=tuple(verdicts))
 
     async def _candidate(self, p: PlannedTrajectory, key: TrajectoryKey, method: Method,
                          evaluator: _RouterEvaluator) -> Outcome:

@@ -145,3 +145,28 @@ def test_a_shared_sweep_judges_each_candidate_everywhere_and_resumes_for_free(
         with sqlite3.connect(db) as c:
             stored = c.execute("SELECT trajectory FROM llm_calls ORDER BY trajectory").fetchall()
         assert [s[0] for s in stored] == keys
+        status = kgb("sweep", "status", str(tmp_path / "st"))
+        out, _ = status.communicate(timeout=120)
+        assert "trajectories: 4 of 4 finished" in out, out  # a result per platform
+
+
+def test_verdicts_from_the_other_platforms_count_under_their_own_platform() -> None:
+    """The driver's totals count every platform's verdicts; the metrics label each with the
+    platform that judged it, not the one that generated."""
+    from coordinator.cli.views import feed_metrics
+    from coordinator.engine.outcomes import Outcome, SweepProgress, account
+    from coordinator.sweep_spec import PlannedTrajectory
+
+    v = Verdict(status=Status.PASSED, operator_id=ADD.id, operator_version=ADD.version,
+                candidate_hash="h")
+    p = PlannedTrajectory("cpu", ADD.id, "sample", "m", 0, ("cpu", "rocm", "cuda"))
+    o = Outcome(p, None, verdicts=((v, False),), error="stopping",
+                more_verdicts=(("rocm", v, False), ("cuda", v, True)))
+    progress = SweepProgress()
+    account(progress, o)
+    assert (progress.evaluations, progress.verdicts_reused) == (3, 1)
+    seen: list[tuple[str, bool]] = []
+    metrics = SimpleNamespace(verdict=lambda v, *, source, platform, method, reused:
+                              seen.append((platform, reused)))
+    feed_metrics(metrics, o)  # type: ignore[arg-type]
+    assert seen == [("cpu", False), ("rocm", False), ("cuda", True)]
