@@ -17,7 +17,7 @@ from generators import Method, TrajectoryMethod, create, create_trajectory
 from generators.providers.base import EndpointConfig
 from generators.providers.pricing import PriceTable
 from generators.registry import MethodKind
-from operators.spec import Source
+from operators.spec import OperatorSpec, Source
 from protos.security import ClientAuthFiles
 
 # The published sizes of each suite (shared/reference/operators.md): MS = 110 ATen + 50 vLLM +
@@ -210,7 +210,7 @@ class SweepSpec:
         return [t for platform in self.platforms for spec in specs
                 if platform in spec.platforms for t in self._planned(spec, platform, ())]
 
-    def _planned(self, spec: Any, platform: str,
+    def _planned(self, spec: OperatorSpec, platform: str,
                  judged_on: tuple[str, ...]) -> list[PlannedTrajectory]:
         """One problem's trajectories on ``platform``: every method, model and sample."""
         out: list[PlannedTrajectory] = []
