@@ -148,6 +148,15 @@ class Unconfirmed:
         return self.intents + self.attempts
 
 
+def _unfinished(alias: str) -> str:
+    """SQL: the trajectory of row ``alias`` is one a resume runs again: it has no result, or
+    one of its results (a shared-generation trajectory has one per platform) is
+    ``INFRA_ERROR``."""
+    rows = f"SELECT 1 FROM trajectory_results r WHERE r.run_id = {alias}.run_id " \
+        f"AND r.trajectory = {alias}.trajectory AND r.end_reason"
+    return f" AND (NOT EXISTS ({rows} != 'INFRA_ERROR') OR EXISTS ({rows} = 'INFRA_ERROR'))"
+
+
 def _check_turn(turn: Any) -> None:
     if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
         raise StoreError(f"turn must be an int >= 1, got {turn!r}")
@@ -261,8 +270,7 @@ class LLMCallTables:
         if trajectory is not None:
             sql, args = sql + " AND trajectory = ?", (run_id, str(trajectory))
         if unfinished_only:
-            sql += (" AND NOT EXISTS (SELECT 1 FROM trajectory_results r WHERE r.run_id = i.run_id "
-                    "AND r.trajectory = i.trajectory AND r.end_reason != 'INFRA_ERROR')")
+            sql += _unfinished("i")
         out: dict[str, dict[int, int]] = {}
         for traj, turn, attempt in self.db.execute(sql + " GROUP BY trajectory, turn", args):
             out.setdefault(traj, {})[int(turn)] = int(attempt)
@@ -309,9 +317,7 @@ class LLMCallTables:
         """Every stored call of a run by trajectory key string, in turn order (a resume hands
         each unfinished trajectory its own). ``unfinished_only``: of the trajectories without a
         result, or whose result is ``INFRA_ERROR`` (what a resume runs again)."""
-        extra = ("" if not unfinished_only else
-                 " AND NOT EXISTS (SELECT 1 FROM trajectory_results r WHERE r.run_id = c.run_id "
-                 "AND r.trajectory = c.trajectory AND r.end_reason != 'INFRA_ERROR')")
+        extra = _unfinished("c") if unfinished_only else ""
         out: dict[str, list[tuple[int, LLMCall]]] = {}
         for traj, turn, call in self.db.execute(
                 "SELECT trajectory, turn, call FROM llm_calls c WHERE run_id=?" + extra

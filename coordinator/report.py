@@ -355,6 +355,8 @@ class RunReport:
     outcomes: tuple[ProblemOutcome, ...] = ()   # per problem, behind the metrics (not in JSON)
     state: str = "unknown"
     state_why: str = ""
+    # billed tokens per (model, method, platform of the trajectory key): "" is shared generation
+    platform_tokens: tuple[tuple[str, str, str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types only; field names as in the records, fractions in [0, 1]."""
@@ -388,7 +390,16 @@ def build_report(run_id: str, results: Sequence[TrajectoryResult], usage: Sequen
                      funnel(results), tuple(costs), cost_total(costs), tuple(track_rows(results)),
                      scope=scope,
                      metrics=tuple(metric_rows(outcomes, scope, method_rounds(config))),
-                     outcomes=tuple(outcomes))
+                     outcomes=tuple(outcomes), platform_tokens=platform_tokens(usage))
+
+
+def platform_tokens(usage: Iterable[TrajectoryUsage]) -> tuple[tuple[str, str, str, int], ...]:
+    """Billed tokens per (model, method, platform): a per-platform trajectory's key names its
+    platform; a shared-generation trajectory's names none (""), its tokens counted once."""
+    sums: dict[tuple[str, str, str], int] = defaultdict(int)
+    for u in usage:
+        sums[(u.key.model, u.key.method, u.key.platform)] += u.prompt_tokens + u.completion_tokens
+    return tuple((*k, n) for k, n in sorted(sums.items()))
 
 
 def read_report(store: Store, run_id: str, ks: Sequence[int] | None = None) -> RunReport:

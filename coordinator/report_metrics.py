@@ -59,6 +59,7 @@ class Scope:
     sizes: tuple[tuple[str, int], ...]
     recorded: bool
     why: str = ""
+    generation: str = "per-platform"  # the spec's [sweep] generation: "shared" counts tokens once
 
     def size(self, source: str) -> int:
         if source == ALL:
@@ -72,11 +73,11 @@ class Scope:
     def to_json(self) -> dict[str, Any]:
         return {"suites": list(self.suites), "operators": list(self.listed),
                 "sizes": dict(self.sizes), "total": self.size(ALL), "recorded": self.recorded,
-                "why": self.why}
+                "why": self.why, "generation": self.generation}
 
 
-def _spec_selection(config: Mapping[str, Any] | None) -> tuple[list[str], list[str]] | str:
-    """(suites, operator ids) of the recorded spec, or why there are none."""
+def _spec_selection(config: Mapping[str, Any] | None) -> tuple[list[str], list[str], str] | str:
+    """(suites, operator ids, generation mode) of the recorded spec, or why there are none."""
     text = (config or {}).get("spec")
     if not isinstance(text, str) or not text.strip():
         return "the run recorded no sweep spec (a store from an older harness, or no runs row)"
@@ -90,7 +91,10 @@ def _spec_selection(config: Mapping[str, Any] | None) -> tuple[list[str], list[s
     unknown = [s for s in suites if s not in SUITE_SOURCES]
     if unknown:
         return f"the recorded sweep spec names unknown suites {unknown}"
-    return [str(s) for s in suites], [str(o) for o in ops]
+    sweep = data.get("sweep")
+    generation = sweep.get("generation") if isinstance(sweep, dict) else None
+    return ([str(s) for s in suites], [str(o) for o in ops],
+            generation if isinstance(generation, str) else "per-platform")
 
 
 def method_rounds(config: Mapping[str, Any] | None) -> dict[str, int]:
@@ -124,7 +128,7 @@ def run_scope(config: Mapping[str, Any] | None, results: Iterable[TrajectoryResu
     if isinstance(sel, str):
         sizes = tuple(sorted((s, len(ids)) for s, ids in attempted.items()))
         return Scope((), (), sizes, False, f"{sel}: the denominator is the problems attempted")
-    suites, listed = sel
+    suites, listed, generation = sel
     covered = {src for s in suites for src in SUITE_SOURCES[s]}
     named: dict[str, set[str]] = defaultdict(set)
     for op in listed:
@@ -133,7 +137,8 @@ def run_scope(config: Mapping[str, Any] | None, results: Iterable[TrajectoryResu
     for src in sorted(covered | set(named) | set(attempted)):
         extra = len(attempted[src] | named[src])
         out[src] = max(SOURCE_SIZES.get(src, 0), len(attempted[src])) if src in covered else extra
-    return Scope(tuple(suites), tuple(sorted(listed)), tuple(sorted(out.items())), True)
+    return Scope(tuple(suites), tuple(sorted(listed)), tuple(sorted(out.items())), True,
+                 generation=generation)
 
 
 # ---- per problem -------------------------------------------------------------------------------

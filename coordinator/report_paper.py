@@ -99,6 +99,30 @@ def multi_chip(report: RunReport) -> PaperTable | None:
                       "accuracy % and speed-up per platform", tuple(header), tuple(rows))
 
 
+SHARED_NOTE = ("shared generation: one trajectory per problem, its final candidate judged on "
+               "every platform; its tokens counted once")
+
+
+def multi_chip_tokens(report: RunReport) -> PaperTable | None:
+    """:func:`multi_chip` with billed tokens, as ``kgb report`` shows it: per platform under
+    per-platform generation (each platform's trajectories are its own), one column under shared
+    generation (a trajectory's tokens belong to no platform and are counted once). None when
+    only one platform ran."""
+    chip = multi_chip(report)
+    if chip is None:
+        return None
+    platforms = _platforms(report)
+    by: dict[tuple[str, str, str], int] = {(m, meth, p): n
+                                           for m, meth, p, n in report.platform_tokens}
+    shared = report.scope.generation == "shared"
+    cols = [""] if shared else platforms
+    header = [*chip.header, *(("Tokens (once)",) if shared
+                              else tuple(f"{p} tokens" for p in platforms))]
+    rows = [(*r, *(f"{by.get((r[0], r[1], c), 0):,}" for c in cols)) for r in chip.rows]
+    note = SHARED_NOTE if shared else "per-platform generation: tokens per platform"
+    return PaperTable(chip.name, f"{chip.title} ({note})", tuple(header), tuple(rows))
+
+
 def cost_table(report: RunReport) -> PaperTable:
     rows = []
     for c in report.costs:

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from coordinator.report import FUNNEL_STAGES, CostRow, PassAtK, RunReport
+from coordinator.report_paper import multi_chip_tokens, to_rich
 from coordinator.track_report import render_track
 from coordinator.warning_report import render_warnings
 
@@ -92,8 +93,9 @@ def _headline_notes(report: RunReport) -> list[RenderableType]:
 
 
 def render_report(report: RunReport) -> RenderableType:
-    """The report as rich tables (headline, attempts, funnel, cost, agent track) and lines of
-    end reasons, warnings and unconfirmed calls."""
+    """The report as rich tables (headline, per-platform accuracy and speed-up when several
+    platforms ran, attempts, funnel, cost, agent track) and lines of end reasons, warnings and
+    unconfirmed calls."""
     acc = Table(title="attempts: accuracy over attempted problems and pass@k (per sample speed)")
     for col in ("model", "method", "source", "platform"):
         acc.add_column(col, no_wrap=True)
@@ -121,8 +123,10 @@ def render_report(report: RunReport) -> RenderableType:
 
     ends = ", ".join(f"{name} {n}" for name, n in report.funnel_total.end_reasons) or "none"
     rounds = rounds_table(report)
+    chip = multi_chip_tokens(report)
     parts: list[RenderableType] = [*_headline_notes(report), headline_table(report),
-                                   *((rounds,) if rounds is not None else ()), acc, fun,
+                                   *((rounds,) if rounds is not None else ()),
+                                   *([to_rich(chip)] if chip else []), acc, fun,
                                    _token_table(report), _cost_table(report),
                                    render_track(report.track),
                                    f"end reasons: {ends}", render_warnings(report.warnings)]
@@ -136,8 +140,10 @@ def render_report(report: RunReport) -> RenderableType:
 
 
 def _token_table(report: RunReport) -> Table:
+    shared = " (shared generation: each trajectory's once, whatever the platforms)" \
+        if report.scope.generation == "shared" else ""
     t = Table(title="tokens: fresh, cached and cache-written input, output, reasoning (part of "
-              "output)")
+              f"output){shared}")
     t.add_column("model", no_wrap=True)
     t.add_column("method", no_wrap=True)
     for col in ("calls", "tokens", "fresh in", "cached in", "cache write", "out", "reasoning",

@@ -238,8 +238,10 @@ def _status(store: Store, run_id: str, config: dict[str, Any]) -> dict[str, Any]
     from coordinator.sweep_spec import SweepSpecError, parse_spec
 
     try:
-        planned: int | None = len(parse_spec(config["spec"], config.get("spec_source", ""),
-                                             base_dir=config.get("spec_dir", ".")).plan())
+        plan = parse_spec(config["spec"], config.get("spec_source", ""),
+                          base_dir=config.get("spec_dir", ".")).plan()
+        # results to store: a shared-generation trajectory stores one per platform
+        planned: int | None = sum(len(p.platforms) for p in plan)
     except SweepSpecError:
         planned = None
     results = store.trajectory_results(run_id)

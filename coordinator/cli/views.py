@@ -66,8 +66,9 @@ def feed_metrics(metrics: SweepMetrics, o: Outcome) -> None:
     """One finished trajectory's verdicts and end into the metrics."""
     planned = o.planned
     source = planned.operator_id.split("::")[0]
-    for v, reused in o.verdicts:
-        metrics.verdict(v, source=source, platform=planned.platform, method=planned.method,
+    judged = [(planned.platform, v, r) for v, r in o.verdicts] + list(o.more_verdicts)
+    for platform, v, reused in judged:
+        metrics.verdict(v, source=source, platform=platform, method=planned.method,
                         reused=reused)
     if o.result is not None:
         metrics.trajectory_finished(method=planned.method, end_reason=o.result.end_reason,
@@ -174,7 +175,7 @@ class RunView:
 
     def outcome(self, o: Outcome, p: SweepProgress) -> None:
         feed_metrics(self.metrics, o)
-        for v, reused in o.verdicts:
+        for v, reused in [*o.verdicts, *((v, r) for _, v, r in o.more_verdicts)]:
             if v.status.value != "INFRA_ERROR":
                 self.reused += int(reused)
                 self.evaluated += int(not reused)

@@ -77,14 +77,14 @@ class _Work:
 
 def _key_string(p: PlannedTrajectory) -> str:
     spec = operators.get(p.operator_id)
-    return str(TrajectoryKey(spec.id, spec.version, p.method, p.model, p.sample, p.platform))
+    return str(TrajectoryKey(spec.id, spec.version, p.method, p.model, p.sample, p.key_platform))
 
 
 async def _load_work(plan: list[PlannedTrajectory], cluster: SweepCluster,
                      resume: bool) -> _Work:
     finished = await cluster.writer.finished.remote()
     keys = {p: _key_string(p) for p in plan}
-    todo = [p for p in plan if (p.platform, keys[p]) not in finished]
+    todo = [p for p in plan if any((q, keys[p]) not in finished for q in p.platforms)]
     again = len(todo) < len(plan) or resume
     turns = await cluster.writer.unfinished_turns.remote() if again else {}
     intents = await cluster.writer.unfinished_intents.remote() if again else {}
@@ -110,7 +110,7 @@ async def run_sweep(spec: SweepSpec, options: SweepOptions, *,
         work = await _load_work(plan, cluster, options.resume)
         progress.skipped = len(plan) - len(work.todo)
         if work.todo:
-            await cluster.router.wait_ready.remote(sorted({p.platform for p in work.todo}),
+            await cluster.router.wait_ready.remote(sorted({q for p in work.todo for q in p.platforms}),
                                                    options.wait_for_agents_s)
         calls.progress(progress)
         async with ResultSink(store_path(options.store_dir)) as sink:

@@ -35,6 +35,14 @@ class Outcome:
     error: str = ""                          # why result is None
     node: str = ""                           # the Ray node that ran it
     artifacts: tuple[Artifact, ...] = ()     # agent-cli: stored with the result (bounded)
+    more: tuple[TrajectoryResult, ...] = ()  # shared generation: the other platforms' rows
+    # shared generation, for metrics: (platform, slim verdict, reused) of those platforms
+    more_verdicts: tuple[tuple[str, Verdict, bool], ...] = ()
+
+    def results(self) -> list[TrajectoryResult]:
+        """Every row to store: the result and, with shared generation, one per other platform
+        (stored together, so a trajectory is finished on all its platforms or on none)."""
+        return [] if self.result is None else [self.result, *self.more]
 
     def link(self) -> TrajectoryLink | None:
         """A candidate method's trajectory and its one candidate (``kgb run``'s table row)."""
@@ -96,7 +104,7 @@ def account(progress: SweepProgress, o: Outcome) -> None:
     """Fold one outcome into the totals."""
     if o.node:
         progress.nodes.add(o.node)
-    for _, reused in o.verdicts:
+    for reused in [r for _, r in o.verdicts] + [r for _, _, r in o.more_verdicts]:
         progress.evaluations += 1
         progress.verdicts_reused += int(reused)
     r = o.result

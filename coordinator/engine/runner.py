@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -225,19 +226,51 @@ class TrajectoryRunner:
         intent attempt of each of its turns (a resume)."""
         try:
             spec = operators.get(p.operator_id)
-            key = TrajectoryKey(spec.id, spec.version, p.method, p.model, p.sample, p.platform)
-            device = next((a.device for a in self.spec.agents
-                           if a.platform == p.platform and a.device), None)
-            evaluator = _RouterEvaluator(self.router, p.platform, device, f"{p.method}/{p.sample}")
+            key = TrajectoryKey(spec.id, spec.version, p.method, p.model, p.sample, p.key_platform)
+            evaluator = _RouterEvaluator(self.router, p.platform, self._device(p.platform),
+                                         f"{p.method}/{p.sample}")
             method = self.methods[p.method]
             if isinstance(method, Method):
-                return await self._candidate(p, key, method, evaluator)
-            return await self._trajectory(p, key, method, evaluator, stored, intents)
+                outcome = await self._candidate(p, key, method, evaluator)
+            else:
+                outcome = await self._trajectory(p, key, method, evaluator, stored, intents)
+            return await self._elsewhere(p, key, outcome)
         except SweepStopped as exc:
             return Outcome(p, None, error=str(exc), node=self.node)
         except Exception as exc:  # noqa: BLE001 - a system error ends this trajectory, not the sweep
             log.exception("trajectory %s failed", p)
             return failure(p, exc, self.node)
+
+    def _device(self, platform: str) -> str | None:
+        """The device model the spec's agents of ``platform`` must report, if it names one."""
+        return next((a.device for a in self.spec.agents if a.platform == platform and a.device),
+                    None)
+
+    async def _elsewhere(self, p: PlannedTrajectory, key: TrajectoryKey, o: Outcome) -> Outcome:
+        """Shared generation: the trajectory's final candidate (its result's best) judged on
+        each other platform, a result row per platform under the same key. Those rows carry no
+        model call: the trajectory's tokens are counted once, on its first platform's row."""
+        if o.result is None or len(p.platforms) < 2:
+            return o
+        r = o.result
+        source = dict(o.candidates).get(r.best_candidate_hash)
+        more: list[TrajectoryResult] = []
+        verdicts: list[tuple[str, Verdict, bool]] = []
+        for platform in p.platforms[1:]:
+            if self.draining:
+                raise SweepStopped("the sweep is stopping")
+            ev = _RouterEvaluator(self.router, platform, self._device(platform),
+                                  f"{p.method}/{p.sample}")
+            pairs: list[tuple[Candidate, Verdict | None]] = []
+            if source is not None:
+                final = Candidate(p.operator_id, source, p.method, p.sample, model=p.model,
+                                  label="final")
+                pairs.append((final, await ev.evaluate(p.operator_id, source)))
+            more.append(trajectory_result(self.run_id, platform, key, r.source, pairs,
+                                          EndReason(r.end_reason), turns=r.turns, calls=(),
+                                          seen=ev.seen))
+            verdicts += [(platform, slim_verdict(v), reused) for v, reused in ev.seen]
+        return replace(o, more=tuple(more), more_verdicts=tuple(verdicts))
 
     async def _candidate(self, p: PlannedTrajectory, key: TrajectoryKey, method: Method,
                          evaluator: _RouterEvaluator) -> Outcome:

@@ -212,7 +212,7 @@ class ResultSink:
     async def flush(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            rows = [o.result for o in batch if o.result is not None]
+            rows = [r for o in batch for r in o.results()]
             cands = [c for o in batch for c in o.candidates]
             links: list[TrajectoryLink] = [k for o in batch if (k := o.link()) is not None]
             artifacts = [a for o in batch for a in o.artifacts]

@@ -29,8 +29,10 @@ ADD = operators.get("aten::add")
 class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     """A DeviceAgent whose Evaluate a test scripts; its health check can be made to fail."""
 
-    def __init__(self, behaviour: Behaviour, busy: int = 0, model: str = FAKE_MODEL) -> None:
+    def __init__(self, behaviour: Behaviour, busy: int = 0, model: str = FAKE_MODEL,
+                 platform: str = "cpu") -> None:
         self.behaviour = behaviour
+        self.platform = platform
         self.busy = busy
         self.model = model
         self.calls: list[str] = []
@@ -47,7 +49,7 @@ class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServic
         suite = tuple((s.id, s.version) for s in operators.all_specs())
         return convert.description_to_proto(AgentDescription(
             agent_id="fake", harness_version="test",
-            system=SystemInfo(platform="cpu", device_model=self.model, baselines=self.baselines),
+            system=SystemInfo(platform=self.platform, device_model=self.model, baselines=self.baselines),
             devices=(DeviceInfo(0, self.model, capacity=1, busy=self.busy),), suite=suite,
             capacity=1, queue_depth=0, max_queue=8, timings_meaningful=False))
 
@@ -58,9 +60,9 @@ class FakeAgent(agent_pb2_grpc.DeviceAgentServicer, health_pb2_grpc.HealthServic
 
 
 @contextlib.asynccontextmanager
-async def fake(behaviour: Behaviour, busy: int = 0,
-               model: str = FAKE_MODEL) -> AsyncIterator[tuple[str, FakeAgent]]:
-    agent = FakeAgent(behaviour, busy, model)
+async def fake(behaviour: Behaviour, busy: int = 0, model: str = FAKE_MODEL,
+               platform: str = "cpu") -> AsyncIterator[tuple[str, FakeAgent]]:
+    agent = FakeAgent(behaviour, busy, model, platform)
     server = grpc.aio.server()
     agent_pb2_grpc.add_DeviceAgentServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent, server)
@@ -73,7 +75,8 @@ async def fake(behaviour: Behaviour, busy: int = 0,
 
 
 @contextlib.contextmanager
-def fake_in_thread(behaviour: Behaviour, model: str = FAKE_MODEL) -> Iterator[tuple[str, FakeAgent]]:
+def fake_in_thread(behaviour: Behaviour, model: str = FAKE_MODEL,
+                   platform: str = "cpu") -> Iterator[tuple[str, FakeAgent]]:
     """:func:`fake` served from its own thread and event loop, for code under test that blocks
     (Ray drivers, CLI commands that call ``asyncio.run``)."""
     loop = asyncio.new_event_loop()
@@ -81,7 +84,7 @@ def fake_in_thread(behaviour: Behaviour, model: str = FAKE_MODEL) -> Iterator[tu
     stop = asyncio.Event()
 
     async def serve() -> None:
-        async with fake(behaviour, model=model) as served:
+        async with fake(behaviour, model=model, platform=platform) as served:
             ready.set_result(served)
             await stop.wait()
 
