@@ -8,15 +8,13 @@ import random
 from collections.abc import Sequence
 
 from operators.aten._binary import (
-    DIV_OP,
-    DIV_WRAPPER_HELPERS,
     INPLACE,
     INPLACE_SCALAR,
-    DivisionProblem,
     grid,
     hidden,
     solution,
 )
+from operators.aten._division import DIV_OP, DIV_WRAPPER_HELPERS, DivisionProblem
 from operators.registry import register
 from operators.spec import Case, EntryPoint, Kind, Negative, Tier, Tolerance, case
 

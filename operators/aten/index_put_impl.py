@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from operators.aten._indexing import (
+from operators.aten._index_put import (
     PUT_CORE,
     PUT_DESCRIPTION,
     IndexPutBase,

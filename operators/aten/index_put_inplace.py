@@ -3,7 +3,7 @@ optional integer index tensors or a bool mask (overload default)."""
 
 from __future__ import annotations
 
-from operators.aten._indexing import (
+from operators.aten._index_put import (
     PUT_CORE,
     PUT_DESCRIPTION,
     IndexPutBase,
