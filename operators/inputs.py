@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 
@@ -24,6 +25,12 @@ HIDDEN_MAX_NUMEL = 1 << 24
 
 def _shape(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> torch.Size:
+    """``torch.broadcast_shapes`` with a type: torch's own is unannotated, so strict mypy
+    rejects every direct call."""
+    return cast(Callable[..., torch.Size], torch.broadcast_shapes)(*shapes)
 
 
 def bounded(shape: Sequence[int], max_numel: int = HIDDEN_MAX_NUMEL, *,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from operators.inputs import randint, with_layout
+from operators.inputs import broadcast_shapes, randint, with_layout
 from operators.spec import (
     Call,
     Case,
@@ -331,7 +331,7 @@ class BinaryProblem(OperatorSpec):
             elif form in _SCALAR_OTHER:
                 shape = tuple(args[0].shape)
             else:
-                shape = tuple(torch.broadcast_shapes(args[0].shape, args[1].shape))
+                shape = tuple(broadcast_shapes(args[0].shape, args[1].shape))
             out = with_layout(torch.empty(shape, dtype=self.result_dtype(c.torch_dtype, kw)),
                               c.get("out_layout", "contiguous"))
             return Call(c.entry, args, {**kw, "out": out}, outputs=(Out.arg("out"),),
@@ -371,7 +371,7 @@ class BinaryProblem(OperatorSpec):
             n = numel(c.shape)
             reads = n
         else:
-            n = numel(torch.broadcast_shapes(c.shape, c["other"]))
+            n = numel(broadcast_shapes(c.shape, c["other"]))
             reads = numel(c.shape) + numel(c["other"])
         return Cost(flops=float(self.flops_per_element * n),
                     bytes=float(reads * size + n * out_size), dtype=c.dtype)

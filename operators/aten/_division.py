@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 
 from operators.aten._binary import BinaryProblem, normal
-from operators.inputs import randint
+from operators.inputs import broadcast_shapes, randint
 from operators.spec import Case, Tolerance
 
 # The division op shared by aten::div, aten::div_ and aten::floor_divide. MODE (chosen by the
@@ -128,7 +128,7 @@ class DivisionProblem(BinaryProblem):
                   gen: torch.Generator, c: Case) -> tuple[torch.Tensor, torch.Tensor] | None:
         values = c.get("values")
         if values is None or not dtype.is_floating_point or \
-                tuple(torch.broadcast_shapes(shape_a, shape_b)) != tuple(shape_a):
+                tuple(broadcast_shapes(shape_a, shape_b)) != tuple(shape_a):
             return None
         k = randint(shape_a, torch.float64, gen, low=-200, high=201)
         if values == "quotients":

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from operators.inputs import randint, with_layout
+from operators.inputs import broadcast_shapes, randint, with_layout
 
 ADV_CORE = r'''
 import math
@@ -177,7 +177,7 @@ def result_shape(self_shape: Sequence[int], spec: Sequence[Any]) -> tuple[int, .
     nd = len(self_shape)
     full = list(spec) + [None] * (nd - len(spec))
     adv = [d for d in range(nd) if full[d] is not None]
-    b = tuple(torch.broadcast_shapes(*[tuple(full[d]) for d in adv]))
+    b = tuple(broadcast_shapes(*[tuple(full[d]) for d in adv]))
     kept = [d for d in range(nd) if full[d] is None]
     first = adv[0] if adv == list(range(adv[0], adv[-1] + 1)) else 0
     return (tuple(self_shape[d] for d in kept if d < first) + b

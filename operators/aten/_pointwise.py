@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import torch
 
-from operators.inputs import with_layout
+from operators.inputs import broadcast_shapes, with_layout
 from operators.spec import (
     Call,
     Case,
@@ -444,7 +444,7 @@ class ComparisonSpec(OperatorSpec):
             a = comparison_values(c.shape, c.dtype, gen, layout=layout, plain=plain)
             b = comparison_values(other, c.get("other_dtype", c.dtype), gen, layout=layout,
                                   plain=plain)
-            shape = torch.broadcast_shapes(a.shape, b.shape)
+            shape = broadcast_shapes(a.shape, b.shape)
         else:
             a = comparison_values(c.shape, c.dtype, gen, layout=layout,
                                   near=None if plain else other, plain=plain)
@@ -476,7 +476,7 @@ class ComparisonSpec(OperatorSpec):
         n = numel(c.shape)
         other = c["other"]
         if isinstance(other, tuple):
-            n = numel(torch.broadcast_shapes(tuple(c.shape), other))
+            n = numel(broadcast_shapes(tuple(c.shape), other))
             b_bytes = numel(other) * itemsize(c.get("other_dtype", c.dtype))
         else:
             b_bytes = 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from operators.inputs import randint, randn, uniform
+from operators.inputs import broadcast_shapes, randint, randn, uniform
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -197,7 +197,7 @@ class Add(OperatorSpec):
         else:
             b = uniform(other_shape, dt, gen, low=-4, high=4, layout=layout)
         if c.entry == "add_out":
-            out = torch.empty(torch.broadcast_shapes(a.shape, b.shape), dtype=a.dtype)
+            out = torch.empty(broadcast_shapes(a.shape, b.shape), dtype=a.dtype)
             return Call(c.entry, (a, b), {"alpha": alpha, "out": out}, outputs=(Out.arg("out"),),
                         mutable=frozenset({"out"}), out_buffers=frozenset({"out"}))
         return Call(c.entry, (a, b), {"alpha": alpha})

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
-from operators.inputs import randn, sprinkle_specials, with_layout
+from operators.inputs import broadcast_shapes, randn, sprinkle_specials, with_layout
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -271,7 +271,7 @@ class HuberLoss(OperatorSpec):
         if not c.get("defaults"):
             kwargs = {"reduction": red, "delta": c["delta"]}
         if c.entry == "huber_loss_out":
-            shape = torch.broadcast_shapes(x.shape, t.shape) if red == 0 else ()
+            shape = broadcast_shapes(x.shape, t.shape) if red == 0 else ()
             kwargs["out"] = torch.empty(shape, dtype=x.dtype)
             return Call(c.entry, (x, t), kwargs, outputs=(Out.arg("out"),),
                         mutable=frozenset({"out"}), out_buffers=frozenset({"out"}))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 
 from operators.aten._matmul import FLOATS, KERNEL, TOLERANCES, dot_expected, element_size
-from operators.inputs import randn
+from operators.inputs import broadcast_shapes, randn
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -215,7 +215,7 @@ class Matmul(OperatorSpec):
         a_shape, b_shape = tuple(c.shape), tuple(c["b"])
         a2 = (1, *a_shape) if len(a_shape) == 1 else a_shape
         b2 = (*b_shape, 1) if len(b_shape) == 1 else b_shape
-        batch = torch.broadcast_shapes(a2[:-2], b2[:-2])
+        batch = broadcast_shapes(a2[:-2], b2[:-2])
         nb = 1
         for d in batch:
             nb *= d

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from operators.inputs import randn, sprinkle_specials, with_layout
+from operators.inputs import broadcast_shapes, randn, sprinkle_specials, with_layout
 from operators.registry import register
 from operators.spec import (
     Call,
@@ -303,7 +303,7 @@ class PairwiseDistance(OperatorSpec):
         return torch.pairwise_distance(x1, x2, p, eps, keepdim)
 
     def cost(self, c: Case) -> Cost:
-        n = _numel(torch.broadcast_shapes(c.shape, c["x2"]))
+        n = _numel(broadcast_shapes(c.shape, c["x2"]))
         size = torch.empty((), dtype=c.torch_dtype).element_size()
         p = c["p"]
         per = 3.0 if p in (1.0, 2.0) or math.isinf(p) else 20.0  # general p: pow
