@@ -28,7 +28,7 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check device_agent coordinator generators protos operators tests
-	$(VENV)/bin/mypy device_agent coordinator generators protos
+	$(VENV)/bin/mypy device_agent coordinator generators protos operators
 
 ## Regenerate gRPC code after editing protos/**/*.proto.
 protos: $(STAMP)

@@ -14,7 +14,7 @@ floor_divide, pow, fmax, heaviside, logaddexp2, prelu). Registers nothing.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -291,7 +291,7 @@ class BinaryProblem(OperatorSpec):
 
     def exact(self, a: Any, b: Any, kw: dict[str, Any]) -> torch.Tensor:
         """The exact answer for integer outputs: PyTorch's own op on the integer operands."""
-        fn = getattr(torch, self.op_name)
+        fn: Callable[..., torch.Tensor] = getattr(torch, self.op_name)
         return fn(a, b, **kw)
 
     # ---- calls --------------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def make_values(shape: Sequence[int], src: str, dst: str | None, gen: torch.Gene
     normal_only = cpu and src == "bfloat16" and dst not in (None, "bfloat16")
     dst_int = dst is not None and dst not in FLOATS
     if src in FLOATS:
-        if dst_int and dst != "bool":
+        if dst_int and dst is not None and dst != "bool":
             # float -> int: fractional values of both signs inside dst's range (out-of-range
             # and NaN are undefined behaviour in PyTorch); truncation toward zero decides them.
             lo, hi = _int_range(dst)

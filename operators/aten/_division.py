@@ -102,7 +102,7 @@ class DivisionProblem(BinaryProblem):
     dtype: quotients a hair away from integers, where floor(a / b) in the input precision is
     wrong but Python's floor division is not)."""
 
-    kw_names = ("rounding_mode",)
+    kw_names: ClassVar[tuple[str, ...]] = ("rounding_mode",)
     div_mode: ClassVar[str | None] = None  # "floor" for floor_divide
 
     def mode(self, kw: dict[str, Any]) -> str | None:

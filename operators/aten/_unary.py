@@ -247,7 +247,8 @@ class Unary(OperatorSpec):
     # ---- what an op defines -----------------------------------------------------------------
     def sample(self, n: int, c: Case, gen: torch.Generator) -> torch.Tensor:
         """``n`` float64 values of the op's domain (before rounding to the case's dtype)."""
-        return torch.randn(n, generator=gen, dtype=torch.float64) * c.get("std", 1.0)
+        std: float = c.get("std", 1.0)
+        return torch.randn(n, generator=gen, dtype=torch.float64) * std
 
     def sample_int(self, n: int, c: Case, gen: torch.Generator) -> torch.Tensor:
         """``n`` int64 values for integer dtypes."""

@@ -58,7 +58,7 @@ def expected_like(result: torch.Tensor, source: torch.Tensor, key: int | str = 0
     value = result.detach().to(high_precision(result.dtype))
     return Expected(value, result.dtype, strides=tuple(result.stride()),
                     view_of=key if shares else None,
-                    offset=result.storage_offset() - source.storage_offset() if shares else 0)
+                    offset=int(result.storage_offset() - source.storage_offset()) if shares else 0)
 
 
 class ViewProblem(OperatorSpec):

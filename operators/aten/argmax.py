@@ -4,7 +4,8 @@ NaN counting as the maximum (overloads default, out)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import torch
 
@@ -22,6 +23,7 @@ from operators.spec import (
     OperatorSpec,
     Out,
     Tier,
+    Tolerance,
     case,
 )
 
@@ -257,7 +259,7 @@ class Argmax(OperatorSpec):
                  "index of its largest number", NEGATIVE_NAN_BLIND),
     )
     # Outputs are int64 indices: compared exactly (no float tolerance applies).
-    tolerances: dict[str, object] = {}
+    tolerances: ClassVar[Mapping[str, Tolerance]] = {}
 
     def cases(self) -> Sequence[Case]:
         cs: list[Case] = [

@@ -181,8 +181,10 @@ class Cat(OperatorSpec):
                           for _ in range(rng.randrange(1, 6)))
             # bound the result: the concatenated length times the other dims
             total = max(1, sum(sizes))
-            shape = bounded(shape, keep=(dim,), size_of=lambda s, d=dim % rank, n=total: n * numel(
-                [x for j, x in enumerate(s) if j != d]))
+            def size_of(s: list[int], d: int = dim % rank, n: int = total) -> int:
+                return n * numel([x for j, x in enumerate(s) if j != d])
+
+            shape = bounded(shape, keep=(dim,), size_of=size_of)
             params: dict[str, object] = {"dim": dim, "sizes": sizes,
                                          "layout": rng.choice(["contiguous", "transposed",
                                                                "strided"])}

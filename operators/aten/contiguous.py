@@ -86,7 +86,8 @@ class Contiguous(ViewProblem):
         return Call("contiguous", (make_input(c, gen),))
 
     def torch_op(self, call: Call) -> torch.Tensor:
-        return call.args[0].contiguous()
+        x: torch.Tensor = call.args[0]
+        return x.contiguous()
 
     def cost(self, c: Case) -> Cost:
         return copy_cost(c)

@@ -255,9 +255,10 @@ class Cumsum(OperatorSpec):
         else:
             x = randn(c.shape, c.dtype, gen, layout=layout)
         cast = c.get("cast")
-        kwargs: dict[str, object] = {} if cast is None else {"dtype": dtype_from_name(cast)}
+        dtype = None if cast is None else dtype_from_name(cast)
+        kwargs: dict[str, object] = {} if dtype is None else {"dtype": dtype}
         if c.entry == "cumsum_out":
-            kwargs["out"] = torch.empty(c.shape, dtype=_result_dtype(x, kwargs.get("dtype")))
+            kwargs["out"] = torch.empty(c.shape, dtype=_result_dtype(x, dtype))
             return Call(c.entry, (x, c["dim"]), kwargs, outputs=(Out.arg("out"),),
                         mutable=frozenset({"out"}), out_buffers=frozenset({"out"}))
         return Call(c.entry, (x, c["dim"]), kwargs)

@@ -92,4 +92,5 @@ class Expand(ViewProblem):
         return Call("expand", (make_input(c, gen), list(c["size"])))
 
     def torch_op(self, call: Call) -> torch.Tensor:
-        return call.args[0].expand(call.args[1])
+        x: torch.Tensor = call.args[0]
+        return x.expand(call.args[1])

@@ -84,4 +84,5 @@ class ExpandAs(ViewProblem):
         return Call("expand_as", (x, other))
 
     def torch_op(self, call: Call) -> torch.Tensor:
-        return call.args[0].expand_as(call.args[1])
+        x: torch.Tensor = call.args[0]
+        return x.expand_as(call.args[1])

@@ -49,7 +49,7 @@ NEGATIVE_INT_TRUNCATES = SOLUTION.replace("        return 2 if floating else 4\n
 
 _ENTRIES = [("floor_divide", TENSOR), ("floor_divide_Scalar", SCALAR),
             ("floor_divide_out", OUT)]
-_VALUES = ({"values": "quotients"}, {"values": "near"}, {})
+_VALUES: tuple[dict[str, str], ...] = ({"values": "quotients"}, {"values": "near"}, {})
 
 
 @register("aten::floor_divide", version=1, kind=Kind.COMPUTE)

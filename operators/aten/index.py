@@ -154,8 +154,10 @@ class Index(OperatorSpec):
                     s[rng.randrange(len(s))] = 1
                 spec[d] = tuple(s)
             # bound the input and the result (kept dims times the broadcast index shape)
-            shape = bounded(shape, size_of=lambda s, sp=tuple(spec): max(
-                numel(s), numel(result_shape(s, sp))))
+            def size_of(s: list[int], sp: tuple[object, ...] = tuple(spec)) -> int:
+                return max(numel(s), numel(result_shape(s, sp)))
+
+            shape = bounded(shape, size_of=size_of)
             out.append(case(rng.choice(["index_Tensor", "index_Tensor_out"]), dt, shape,
                             idx=tuple(spec), layout=rng.choice(["contiguous", "transposed",
                                                                  "strided"]),

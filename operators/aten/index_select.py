@@ -209,7 +209,10 @@ class IndexSelect(OperatorSpec):
             entry = rng.choice(["index_select", "index_select_out"])
             dim, n = rng.randrange(-rank, rank), rng.randrange(1, 40 if small else 900)
             # bound the input and the result (shape with n rows along dim)
-            shape = bounded(shape, size_of=lambda s, d=dim, k=n: math.prod(s) // s[d] * max(s[d], k))
+            def size_of(s: list[int], d: int = dim, k: int = n) -> int:
+                return math.prod(s) // s[d] * max(s[d], k)
+
+            shape = bounded(shape, size_of=size_of)
             out.append(case(entry, dt, shape, dim=dim, n=n,
                             layout=rng.choice(["contiguous", "transposed", "strided"]),
                             index_dtype=rng.choice(["int32", "int64"]),

@@ -189,7 +189,8 @@ class Mean(OperatorSpec):
     def make_call(self, c: Case, gen: torch.Generator) -> Call:
         x = make_input(c, gen)
         cast = c.get("cast")
-        kwargs: dict[str, object] = {} if cast is None else {"dtype": dtype_from_name(cast)}
+        dtype = None if cast is None else dtype_from_name(cast)
+        kwargs: dict[str, object] = {} if dtype is None else {"dtype": dtype}
         if c.entry in _FULL:
             args: tuple[object, ...] = (x,)
             shape: tuple[int, ...] = ()
@@ -198,7 +199,7 @@ class Mean(OperatorSpec):
             args = (x, None if dim is None else list(dim), c.get("keepdim", False))
             shape = out_shape(x.shape, reduced_dims(x.dim(), dim), c.get("keepdim", False))
         if c.entry.endswith("out"):
-            kwargs["out"] = torch.empty(shape, dtype=kwargs.get("dtype", x.dtype))
+            kwargs["out"] = torch.empty(shape, dtype=x.dtype if dtype is None else dtype)
             return Call(c.entry, args, kwargs, outputs=(Out.arg("out"),),
                         mutable=frozenset({"out"}), out_buffers=frozenset({"out"}))
         return Call(c.entry, args, kwargs)

@@ -186,7 +186,8 @@ def _numel(shape: Sequence[int]) -> int:
 
 def _slice_norms(x: torch.Tensor, p: float, dim: int) -> torch.Tensor:
     dims = [i for i in range(x.dim()) if i != dim % x.dim()]
-    return torch.linalg.vector_norm(x, ord=p, dim=dims, keepdim=True)
+    norms: torch.Tensor = torch.linalg.vector_norm(x, ord=p, dim=dims, keepdim=True)
+    return norms
 
 
 @register("aten::renorm", version=1, kind=Kind.COMPUTE)

@@ -379,6 +379,7 @@ class Scatter(OperatorSpec):
             idx = randint(ishape, "int64", gen, low=0, high=size)
         idx = with_layout(idx, c.get("index_layout", "contiguous"))
         src_layout = c.get("src_layout", "contiguous")
+        src: torch.Tensor | None
         if reduce == "add":
             # quarters: every partial sum is exact in float16, bfloat16 (|x| < 64) and float32
             x = with_layout(randint(c.shape, "int32", gen, low=-32, high=33).to(

@@ -223,7 +223,8 @@ class Sum(OperatorSpec):
     def make_call(self, c: Case, gen: torch.Generator) -> Call:
         x = make_input(c, gen)
         cast = c.get("cast")
-        kwargs: dict[str, object] = {} if cast is None else {"dtype": dtype_from_name(cast)}
+        dtype = None if cast is None else dtype_from_name(cast)
+        kwargs: dict[str, object] = {} if dtype is None else {"dtype": dtype}
         if c.entry in ("sum", "sum_out"):
             args: tuple[object, ...] = (x,)
             shape: tuple[int, ...] = ()
@@ -232,7 +233,7 @@ class Sum(OperatorSpec):
             args = (x, None if dim is None else list(dim), c.get("keepdim", False))
             shape = out_shape(x.shape, reduced_dims(x.dim(), dim), c.get("keepdim", False))
         if c.entry.endswith("out"):
-            kwargs["out"] = torch.empty(shape, dtype=_result_dtype(x, kwargs.get("dtype")))
+            kwargs["out"] = torch.empty(shape, dtype=_result_dtype(x, dtype))
             return Call(c.entry, args, kwargs, outputs=(Out.arg("out"),),
                         mutable=frozenset({"out"}), out_buffers=frozenset({"out"}))
         return Call(c.entry, args, kwargs)

@@ -199,10 +199,11 @@ class To(OperatorSpec):
     @staticmethod
     def _target(call: Call) -> torch.dtype:
         if call.entry == "to_other":
-            return call.args[1].dtype
-        if call.entry == "to_dtype_layout":
-            return call.kwargs["dtype"]
-        return call.args[1]
+            other: torch.Tensor = call.args[1]
+            return other.dtype
+        dtype: torch.dtype = (call.kwargs["dtype"] if call.entry == "to_dtype_layout"
+                              else call.args[1])
+        return dtype
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         dt = self._target(call)

@@ -181,8 +181,10 @@ class ToCopy(OperatorSpec):
     @staticmethod
     def _target(call: Call) -> torch.dtype:
         if call.entry == "_to_copy_out":
-            return call.kwargs["out"].dtype
-        return call.kwargs.get("dtype") or call.args[0].dtype
+            out: torch.Tensor = call.kwargs["out"]
+            return out.dtype
+        dtype: torch.dtype = call.kwargs.get("dtype") or call.args[0].dtype
+        return dtype
 
     def reference(self, call: Call) -> tuple[Expected, ...]:
         dt = self._target(call)

@@ -75,8 +75,10 @@ class UnsafeSplit(ViewProblem):
         ]
 
     def _n_out(self, c: Case) -> int:
-        size = c.shape[c["dim"]]
-        return max(1, -(-size // c["split"]))
+        dim: int = c["dim"]
+        split: int = c["split"]
+        size = c.shape[dim]
+        return max(1, -(-size // split))
 
     def make_call(self, c: Case, gen: torch.Generator) -> Call:
         return split_call("unsafe_split_Tensor", make_input(c, gen), self._n_out(c),

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -183,7 +183,8 @@ class _Handle:
     def lib(self) -> Any:
         with self._lock:
             if self._lib is None:
-                torch.cuda.current_blas_handle()  # loads torch's libcublas and its CUDA context
+                # loads torch's libcublas and its CUDA context (cast: torch leaves it unannotated)
+                cast(Callable[[], int], torch.cuda.current_blas_handle)()
                 path = _loaded_path() or library_path()
                 if path is None:
                     raise CublasError("no libcublas found for this torch install")

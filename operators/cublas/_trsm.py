@@ -55,7 +55,7 @@ def trsm_case(entry: str, dtype: str, flags: str, m: int, n: int, *, alpha: comp
               pad_a: int = 0, pad_b: int = 0, batch: int | None = None, cpu: bool = False,
               **extra: Any) -> Case:
     """A case from its flags as letters (side, uplo, trans, diag: ``"RUCN"``)."""
-    s, u, t, d = flags
+    s, u, t, d = tuple(flags)
     more: dict[str, Any] = {} if batch is None else {"batch": batch}
     return case(entry, dtype, (m, n), side=_SIDE[s], uplo=_UPLO[u], trans=_TRANS[t],
                 diag=_DIAG[d], alpha=alpha, pad_a=pad_a, pad_b=pad_b, **more, **extra, cpu=cpu)

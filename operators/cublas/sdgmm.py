@@ -136,7 +136,7 @@ class Sdgmm(OperatorSpec):
             for mode in (_LEFT, _RIGHT):
                 for incx in (1, 3, -1, -2, 0):
                     cs.append(g(mode, m, n, incx, pad_a=(0, 7, 1)[(i + incx) % 3],
-                                pad_c=(0, 3, 13)[(i + mode) % 3], inplace=(incx == 3 and i % 2)))
+                                pad_c=(0, 3, 13)[(i + mode) % 3], inplace=(incx == 3 and i % 2 == 1)))
         cs += [g(_LEFT, 77, 0, 1), g(_RIGHT, 0, 5, -1)]
         return cs
 

@@ -18,6 +18,7 @@ prompt can carry or a model recall.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -311,8 +312,9 @@ def _pack_q3_k(blk: torch.Tensor) -> torch.Tensor:
     us = sc + 32
     i = torch.arange(8, device=dev)
     low = us[..., i] | (us[..., i + 8] << 4)
-    high = sum((((us[..., torch.arange(4, device=dev) + 4 * t] >> 4) & 3) << (2 * t))
-               for t in range(4))
+    # cast: ``sum`` of tensors types as ``Tensor | Literal[0]`` (its start value)
+    high = cast(torch.Tensor, sum((((us[..., torch.arange(4, device=dev) + 4 * t] >> 4) & 3)
+                                   << (2 * t)) for t in range(4)))
     return torch.cat([_u8(hmask), _u8(qs.reshape(*blk.shape[:-1], 64)), _u8(low), _u8(high),
                       _hbytes(d)], -1)
 

@@ -92,7 +92,7 @@ class MoeRepack(_gemm.VllmSpec):
 
     def _case(self, e: int, k: int, n: int, bits: int, act: bool, a8: bool,
               cpu: bool = False) -> Case:
-        params: dict = {"bits": bits, "a8": a8}
+        params: dict[str, object] = {"bits": bits, "a8": a8}
         if not self.awq:
             params["act"] = act
         return case(self.entry, "int32", (e, k, n), cpu=cpu, **params)

@@ -67,6 +67,6 @@ def rows_input(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator,
     return wide[..., :shape[-1]]
 
 
-def torch_rms_norm(z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def torch_rms_norm(z: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     """PyTorch's RMS norm of the last dim (it accumulates 16-bit inputs in float32)."""
     return torch.nn.functional.rms_norm(z, (z.shape[-1],), weight, eps)

@@ -277,7 +277,8 @@ def _dequant(args: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
     q = restore_weight(b_qweight, n).to(dtype) - 128
     if has_zp:
         q = q - b_qzeros[0, cols].to(dtype)
-    return q * b_scales[0, cols].to(dtype)
+    scales: torch.Tensor = b_scales[0, cols].to(dtype)
+    return q * scales
 
 
 def _check(args: Sequence[Any]) -> None:

@@ -171,7 +171,7 @@ class AwqGemm(_gemm.QuantGemmSpec):
             n = step * rng.randrange(1, 3 if small else 60)
             k, n = _gemm.capped(k, n, g, step)
             m = rng.randrange(1, 9 if small else 256)
-            params: dict = {"group": g, "split": rng.choice([1, 2, 4, 8])}
+            params: dict[str, object] = {"group": g, "split": rng.choice([1, 2, 4, 8])}
             if rng.random() < 0.3:
                 params["outliers"] = True
             if rng.random() < 0.3:

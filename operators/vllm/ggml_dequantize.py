@@ -174,7 +174,7 @@ class GgmlDequantize(OperatorSpec):
         w, qt, m, n, dtype = call.args
         ops = vllm_ops(w)
         if ops is not None:
-            return ops.ggml_dequantize(w, qt, m, n, dtype)  # type: ignore[attr-defined]
+            return ops.ggml_dequantize(w, qt, m, n, dtype)
         G.check_type(qt)
         return G.unpack(w.reshape(m, -1), qt, n).values().to(dtype or torch.float16)
 

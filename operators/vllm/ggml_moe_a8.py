@@ -157,7 +157,7 @@ class GgmlMoeA8(MoeA8Spec):
         x, w, sorted_ids, expert_ids, post, qt, row, top_k, tokens = call.args
         ops = vllm_ops(x)
         if ops is not None:
-            return ops.ggml_moe_a8(x, w, sorted_ids, expert_ids, post, qt, row,  # type: ignore[attr-defined]
+            return ops.ggml_moe_a8(x, w, sorted_ids, expert_ids, post, qt, row,
                                    top_k, tokens)
         pairs = pairs_from_sorted(sorted_ids, expert_ids, int(post[0]), MOE_BLOCK, tokens * top_k)
         return torch_moe(x[:tokens], w, pairs, top_k, qt, row)

@@ -131,7 +131,7 @@ class GgmlMoeA8Vec(MoeA8Spec):
         x, w, ids, top_k, qt, row, tokens = call.args
         ops = vllm_ops(x)
         if ops is not None:
-            return ops.ggml_moe_a8_vec(x, w, ids, top_k, qt, row, tokens)  # type: ignore[attr-defined]
+            return ops.ggml_moe_a8_vec(x, w, ids, top_k, qt, row, tokens)
         return torch_moe(x[:tokens], w, ids.reshape(-1)[:tokens * top_k].long(), top_k, qt, row)
 
     def routing_bytes(self, pairs: int, experts: int) -> float:

@@ -280,7 +280,7 @@ class GptqGemm(_gemm.QuantGemmSpec):
             k, n = _gemm.capped(k, n, g, 32)
             m = rng.randrange(1, 9 if small else 80)
             exllama = rng.random() < 0.6
-            params: dict = {"exllama": exllama, "act": rng.random() < 0.5,
+            params: dict[str, object] = {"exllama": exllama, "act": rng.random() < 0.5,
                             "v2": rng.random() < 0.3, "sym": rng.random() < 0.5}
             if not small and rng.random() < 0.3:
                 params["outliers"] = True

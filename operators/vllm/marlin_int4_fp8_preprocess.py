@@ -170,7 +170,7 @@ class MarlinInt4Fp8Preprocess(_gemm.VllmSpec):
         if group is None:  # GPTQ uint4b8 weights in Marlin's layout, as vLLM preprocesses them
             qw = (_codes_sym(k, n, gen) if real
                   else torch.randint(0, 16, (k, n), generator=gen, dtype=torch.int64))
-            args: tuple = (_marlin.pack(qw, 4), None, inplace)
+            args: tuple[object, ...] = (_marlin.pack(qw, 4), None, inplace)
         else:  # AWQ
             layout = _packing.awq_layout(4)
             if real:

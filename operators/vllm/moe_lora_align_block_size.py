@@ -302,7 +302,7 @@ class MoeLoraAlignBlockSize(OperatorSpec):
         lora_ids = torch.full((loras + 1,), -1, dtype=torch.int32)
         used = torch.unique(mapping)
         if idle >= 0:
-            used = torch.cat([used, torch.arange(loras, dtype=torch.int32)]).unique()
+            used = torch.unique(torch.cat([used, torch.arange(loras, dtype=torch.int32)]))
         lora_ids[:used.numel()] = used
         enabled = torch.ones(loras + 1, dtype=torch.int32)
         enabled[torch.randperm(loras, generator=gen)[: int(c["disabled"])]] = 0

@@ -191,7 +191,7 @@ class RmsNorm(OperatorSpec):
             eps = rng.choice([1e-6, 1e-5])
             w = rng.choice(["ones", "randn"])
             pad = rng.choice([0, 0, rng.randrange(1, 64)])
-            params: dict = {"eps": eps, "weight": w}
+            params: dict[str, object] = {"eps": eps, "weight": w}
             if pad:
                 params["row_pad"] = pad
             out.append(case("rms_norm", dt, (rows, hidden), cpu=small, **params))

@@ -101,8 +101,9 @@ NEGATIVE_ROT_HEAD_STRIDE = SOLUTION.replace(
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
-def _rope(tokens, heads, kv, hs, dt, *, rot, neox, cpu=False, maxpos=4096, layout="contiguous"):
-    params = {"rot_dim": rot, "is_neox": neox, "max_position": maxpos}
+def _rope(tokens: int, heads: int, kv: int, hs: int, dt: str, *, rot: int, neox: bool,
+          cpu: bool = False, maxpos: int = 4096, layout: str = "contiguous") -> Case:
+    params: dict[str, object] = {"rot_dim": rot, "is_neox": neox, "max_position": maxpos}
     if layout != "contiguous":
         params["layout"] = layout
     return case("rotary_embedding", dt, (tokens, heads, kv, hs), cpu=cpu, **params)

@@ -257,8 +257,8 @@ class ScaledFp8Quant(QuantSpec):
             kwargs["use_per_token_if_dynamic"] = True
             if c.get("scale_ub"):
                 # The median row absmax: about half the rows are capped.
-                amax = x.double().abs().amax(dim=1) if x.numel() else torch.ones(1)
-                kwargs["scale_ub"] = torch.tensor([float(amax.median())], dtype=torch.float32)
+                row_amax = x.double().abs().amax(dim=1) if x.numel() else torch.ones(1)
+                kwargs["scale_ub"] = torch.tensor([float(row_amax.median())], dtype=torch.float32)
         mutable: frozenset[int | str] = frozenset()
         if c.get("output"):
             width = hidden + (24 if c["output"] == "strided" else 0)

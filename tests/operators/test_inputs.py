@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
-from operators.inputs import HIDDEN_MAX_NUMEL, bounded
+import pytest
+import torch
+
+from operators.inputs import HIDDEN_MAX_NUMEL, bounded, broadcast_shapes
 
 
 def test_bounded_halves_the_largest_dims_until_under_the_cap() -> None:
@@ -23,3 +26,11 @@ def test_bounded_keeps_dims_and_bounds_what_size_of_measures() -> None:
     assert shape[0] == 300 and math.prod(shape) * 1000 <= 10**7
     # Nothing left to shrink: returns what it can rather than looping.
     assert bounded([1, 1, 5000], max_numel=10, keep=(-1,)) == [1, 1, 5000]
+
+
+def test_broadcast_shapes_is_torchs() -> None:
+    assert broadcast_shapes((3, 1, 5), (4, 1), torch.Size([1])) == torch.Size([3, 4, 5])
+    assert isinstance(broadcast_shapes((2,)), torch.Size)
+    assert broadcast_shapes() == torch.Size([])
+    with pytest.raises(RuntimeError):
+        broadcast_shapes((2, 3), (4,))
