@@ -246,28 +246,38 @@ def _missing(code: str, names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if n not in found)
 
 
+def _extract_unfenced(text: str, names: tuple[str, ...], truncated: bool | None) -> Extraction:
+    """Step 8: a reply without fences."""
+    found = _unfenced(text)
+    if truncated:
+        code = found[0] if found else ""
+        return Extraction(ExtractStatus.TRUNCATED, code, 0, None,
+                          "reply cut off (caller) before a fenced code block closed", names)
+    if found is not None:
+        code, note = found
+        return Extraction(ExtractStatus.OK, code, 0, None, note, names)
+    note = "empty reply" if not text.strip() else "no code block and no code in the reply"
+    return Extraction(ExtractStatus.NO_CODE, note=note)
+
+
+def _no_python(blocks: list[_Block], truncated: bool | None) -> Extraction:
+    """Fences, but no non-empty Python block among them: cut off, or no code."""
+    if truncated or (truncated is None and any(not b.closed for b in blocks)):
+        return Extraction(ExtractStatus.TRUNCATED, note="reply cut off before any Python code")
+    langs = sorted({b.info.split()[0] for b in blocks if b.info.split()})
+    what = f"only non-Python blocks ({', '.join(langs)})" if langs else "only empty blocks"
+    return Extraction(ExtractStatus.NO_CODE, note=what)
+
+
 def _extract(reply: str, names: tuple[str, ...], truncated: bool | None) -> Extraction:
     text = normalise(reply if isinstance(reply, str) else "")
     blocks = _blocks(text)
     py = [b for b in blocks if b.python and b.text]
     n = len(py)
     if not blocks:
-        found = _unfenced(text)
-        if truncated:
-            code = found[0] if found else ""
-            return Extraction(ExtractStatus.TRUNCATED, code, 0, None,
-                              "reply cut off (caller) before a fenced code block closed", names)
-        if found is not None:
-            code, note = found
-            return Extraction(ExtractStatus.OK, code, 0, None, note, names)
-        note = "empty reply" if not text.strip() else "no code block and no code in the reply"
-        return Extraction(ExtractStatus.NO_CODE, note=note)
+        return _extract_unfenced(text, names, truncated)
     if not py:
-        if truncated or (truncated is None and any(not b.closed for b in blocks)):
-            return Extraction(ExtractStatus.TRUNCATED, note="reply cut off before any Python code")
-        langs = sorted({b.info.split()[0] for b in blocks if b.info.split()})
-        what = f"only non-Python blocks ({', '.join(langs)})" if langs else "only empty blocks"
-        return Extraction(ExtractStatus.NO_CODE, note=what)
+        return _no_python(blocks, truncated)
 
     def complete(b: _Block) -> bool:
         return b.closed or truncated is False
