@@ -282,6 +282,18 @@ def llm_error_detail(call: LLMCall) -> str:
     return f"{call.status.value}: {call.error}" if call.error else call.status.value
 
 
+def finish_unanswered(run: TrajectoryRun, call: LLMCall) -> Trajectory | None:
+    """The end of a trajectory whose call brought no reply (a spent budget: BUDGET_SPENT; a
+    failed call: LLM_ERROR), the call recorded as its last step; None when it was answered."""
+    if call.status is CallStatus.BUDGET:
+        run.add(Step(run.turn, call))
+        return run.finish(EndReason.BUDGET_SPENT, call.error)
+    if not replied(call):
+        run.add(Step(run.turn, call))
+        return run.finish(EndReason.LLM_ERROR, llm_error_detail(call))
+    return None
+
+
 def continue_conversation(prompt: Prompt, reply: str, feedback: Message) -> Prompt:
     """``prompt`` followed by the model's reply and the feedback on it."""
     return Prompt(messages=(*prompt.messages, Message(Role.ASSISTANT, reply), feedback),

@@ -27,7 +27,6 @@ import math
 
 from generators.base import MethodError
 from generators.feedback import extraction_feedback, feedback_message
-from generators.llm import CallStatus
 from generators.prompts import build_prompt
 from generators.registry import register_method
 from generators.trajectory import (
@@ -40,8 +39,7 @@ from generators.trajectory import (
     check_count,
     check_temperature,
     continue_conversation,
-    llm_error_detail,
-    replied,
+    finish_unanswered,
 )
 from operators.spec import OperatorSpec
 from protos.records import Status
@@ -83,12 +81,9 @@ class RefineMethod(TrajectoryMethod):
         while True:
             last_turn = run.turn >= self.turns
             call = await run.ask(prompt)
-            if call.status is CallStatus.BUDGET:
-                run.add(Step(run.turn, call))
-                return run.finish(EndReason.BUDGET_SPENT, call.error)
-            if not replied(call):
-                run.add(Step(run.turn, call))
-                return run.finish(EndReason.LLM_ERROR, llm_error_detail(call))
+            ended = finish_unanswered(run, call)
+            if ended is not None:
+                return ended
             extraction = run.extract(call)
             source = extraction.candidate
             if source is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from generators.base import MethodError
 from generators.evaluation import Evaluator
 from generators.feedback import extraction_feedback, feedback_message
-from generators.llm import CallStatus, LLMCall
+from generators.llm import LLMCall
 from generators.prompts import build_prompt
 from generators.registry import register_method
 from generators.trajectory import (
@@ -42,8 +42,7 @@ from generators.trajectory import (
     check_count,
     check_temperature,
     continue_conversation,
-    llm_error_detail,
-    replied,
+    finish_unanswered,
 )
 from operators.spec import OperatorSpec
 from protos.records import Status
@@ -90,7 +89,7 @@ class SampleMethod(TrajectoryMethod):
         run = TrajectoryRun(self, spec, sample, ctx, temperature)
         prompt = build_prompt(spec, ctx.platform, template_version=ctx.template_version)
         call = await run.ask(prompt)
-        ended = _unanswered(run, call)
+        ended = finish_unanswered(run, call)
         if ended is not None:
             return ended
         extraction = run.extract(call)
@@ -130,7 +129,7 @@ class SampleMethod(TrajectoryMethod):
         for number in range(1, self.rounds + 1):
             run.temperature = FIRST_ROUND_TEMPERATURE if number == 1 else self.later_temperature(ctx)
             call = await run.ask(prompt)
-            ended = _unanswered(run, call)
+            ended = finish_unanswered(run, call)
             if ended is not None:
                 return ended
             step = await self._judged(run, spec.id, call, evaluator, last=number == self.rounds)
@@ -160,14 +159,3 @@ class SampleMethod(TrajectoryMethod):
             give = False
         return Step(run.turn, call, extraction, source, verdict,
                     feedback_message(verdict) if give else None)
-
-
-def _unanswered(run: TrajectoryRun, call: LLMCall) -> Trajectory | None:
-    """The end of a trajectory whose call brought no reply (a spent budget, a failed call)."""
-    if call.status is CallStatus.BUDGET:
-        run.add(Step(run.turn, call))
-        return run.finish(EndReason.BUDGET_SPENT, call.error)
-    if not replied(call):
-        run.add(Step(run.turn, call))
-        return run.finish(EndReason.LLM_ERROR, llm_error_detail(call))
-    return None
