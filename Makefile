@@ -17,14 +17,17 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/kgb run
 
-## The whole test suite (GPU tests skip cleanly without a GPU), then lint and types.
+## The whole test suite (GPU tests skip cleanly without a GPU), then lint and types. Test files
+## run in TEST_WORKERS processes (pytest-xdist), each file's tests in one process, so a file's
+## module fixtures (agents, Ray) start once; most tests wait on agents and Ray, not the CPU.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory lint
 
 ## Also the slow tests.
 test-all: $(STAMP)
-	$(PY) -m pytest --run-slow
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --run-slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check device_agent coordinator generators protos operators tests
