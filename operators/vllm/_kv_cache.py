@@ -202,6 +202,13 @@ def block_pairs(gen: torch.Generator, num_pairs: int, num_blocks: int) -> torch.
     return torch.stack([src, dst], dim=1).to(torch.int64)
 
 
+def pair_blocks_touched(num_pairs: int) -> int:
+    """Blocks the pairs of :func:`block_pairs` touch: each source read once and each destination
+    written once. The unique traffic, which the speed-of-light floor counts: a source's second
+    read can come from the L2."""
+    return -(-num_pairs // 2) + num_pairs
+
+
 def blocks_needed(seq_lens: list[int], block_size: int) -> int:
     return sum(-(-n // block_size) for n in seq_lens)
 

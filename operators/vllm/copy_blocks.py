@@ -32,7 +32,15 @@ from operators.spec import (
     case,
 )
 from operators.vllm import _baseline
-from operators.vllm._kv_cache import EXACT, block_pairs, exact_value, itemsize, random_values, x_of
+from operators.vllm._kv_cache import (
+    EXACT,
+    block_pairs,
+    exact_value,
+    itemsize,
+    pair_blocks_touched,
+    random_values,
+    x_of,
+)
 
 SOLUTION = r'''
 import torch
@@ -88,7 +96,7 @@ def _cb(layers: int, blocks: int, pairs: int, dt: str, *, heads: int = 2, head_s
                 block_size=bs, cpu=cpu)
 
 
-@register("vllm::copy_blocks", version=1, kind=Kind.COMPUTE)
+@register("vllm::copy_blocks", version=2, kind=Kind.COMPUTE)
 class CopyBlocks(OperatorSpec):
     entry_points = (
         EntryPoint(
@@ -199,5 +207,5 @@ class CopyBlocks(OperatorSpec):
     def cost(self, c: Case) -> Cost:
         layers, _, pairs = c.shape
         block = int(c["heads"]) * int(c["head_size"]) * int(c["block_size"])
-        moved = 2 * layers * pairs * block * itemsize(c.torch_dtype)  # keys and values
-        return Cost(flops=0.0, bytes=float(2 * moved + 16 * pairs), dtype=c.dtype)
+        moved = 2 * layers * pair_blocks_touched(pairs) * block * itemsize(c.torch_dtype)  # K, V
+        return Cost(flops=0.0, bytes=float(moved + 16 * pairs), dtype=c.dtype)

@@ -37,6 +37,7 @@ from operators.vllm._kv_cache import (
     block_pairs,
     exact_value,
     itemsize,
+    pair_blocks_touched,
     random_values,
 )
 
@@ -92,7 +93,7 @@ def _cbm(layers: int, blocks: int, pairs: int, dt: str, *, bs: int = 16, entry: 
                 pad=pad, cpu=cpu)
 
 
-@register("vllm::copy_blocks_mla", version=1, kind=Kind.COMPUTE)
+@register("vllm::copy_blocks_mla", version=2, kind=Kind.COMPUTE)
 class CopyBlocksMla(OperatorSpec):
     entry_points = (
         EntryPoint(
@@ -195,5 +196,6 @@ class CopyBlocksMla(OperatorSpec):
 
     def cost(self, c: Case) -> Cost:
         layers, _, pairs = c.shape
-        moved = layers * pairs * int(c["block_size"]) * int(c["entry_size"]) * itemsize(c.torch_dtype)
-        return Cost(flops=0.0, bytes=float(2 * moved + 16 * pairs), dtype=c.dtype)
+        block = int(c["block_size"]) * int(c["entry_size"]) * itemsize(c.torch_dtype)
+        moved = layers * pair_blocks_touched(pairs) * block
+        return Cost(flops=0.0, bytes=float(moved + 16 * pairs), dtype=c.dtype)
