@@ -208,6 +208,9 @@ _UNPACK = {
 
 # ---- quantizing float weights and packing them (input generation) -------------------------------
 
+QUANTIZE_SLICE_ELEMENTS = 1 << 24
+
+
 def quantize(x: torch.Tensor, qtype: int) -> torch.Tensor:
     """Quantize float rows ``x`` [R, K] to packed ``qtype`` blocks, uint8 [R, row_bytes(K)].
 
@@ -218,9 +221,14 @@ def quantize(x: torch.Tensor, qtype: int) -> torch.Tensor:
     check_type(qtype)
     _, qk, _, _ = TYPES[qtype]
     rows, k = x.shape
-    blk = x.double().reshape(rows, k // qk, qk)
-    packed = _PACK[qtype](blk)
-    return packed.reshape(rows, -1).contiguous()
+    # Rows are quantized independently: in slices of ~16 M elements, so a benchmark weight's
+    # float64 temporaries stay small (whole, they took over 20 GB for the MoE weights).
+    step = max(1, QUANTIZE_SLICE_ELEMENTS // max(k, 1))
+    parts = [_PACK[qtype](x[r:r + step].double().reshape(-1, k // qk, qk)).reshape(
+        min(step, rows - r), -1) for r in range(0, rows, step)]
+    if not parts:
+        return torch.zeros(0, row_bytes(qtype, k), dtype=torch.uint8, device=x.device)
+    return torch.cat(parts).contiguous()
 
 
 def _h(v: torch.Tensor) -> torch.Tensor:

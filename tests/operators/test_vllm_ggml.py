@@ -168,3 +168,17 @@ def test_q8_1_rounds_exact_ties_away_and_marks_only_near_ones() -> None:
     assert a.q[0, :6].tolist() == [127.0, 3.0, -3.0, 4.0, 1.0, 3.0]
     assert a.tie[0, :6].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     assert float(a.dh[0, 0]) == 1.0 and float(a.sh[0, 0]) == 133.5
+
+
+@pytest.mark.parametrize("qtype", sorted(G.TYPES))
+def test_quantizing_in_row_slices_packs_the_same_bytes(qtype: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Benchmark weights are quantized a slice of rows at a time (whole, the MoE weights' float64
+    temporaries took over 20 GB); slicing must not change a byte."""
+    qk = G.TYPES[qtype][1]
+    x = torch.randn(37, 3 * qk, generator=torch.Generator().manual_seed(qtype))
+    whole = G.quantize(x, qtype)
+    monkeypatch.setattr(G, "QUANTIZE_SLICE_ELEMENTS", 5 * 3 * qk)
+    assert torch.equal(G.quantize(x, qtype), whole)
+    monkeypatch.setattr(G, "QUANTIZE_SLICE_ELEMENTS", 1)
+    assert torch.equal(G.quantize(x, qtype), whole)
