@@ -396,10 +396,10 @@ def _run_case(c: _Candidate, fn: Any, ask: CheckCase) -> CaseOutputs | None:
 
 
 # ---- timing --------------------------------------------------------------------------------------
-# Per case: BuildInputs, Upload (input sets made on the device and copied while other workers may
-# use it; on the cpu platform made at BuildInputs), Measure (while the agent holds the device for
-# this worker alone), then Recheck (one more call on pristine inputs, compared with the
-# reference, with the device shared).
+# Per case: BuildInputs, Upload (input sets made on the device, the baseline's copies and a
+# pristine copy of set 0 made while other workers may use it; on the cpu platform made at
+# BuildInputs), Measure (while the agent holds the device for this worker alone), then Recheck
+# (one more call on set 0's pristine copy, compared with the reference, with the device shared).
 
 def _timing_stage(c: _Candidate) -> None:
     start = c.ch.expect(StartTiming)
@@ -421,26 +421,29 @@ def _time_case(c: _Candidate, ask: BuildInputs, timer: Any, l2_bytes: int,
     if built is None:
         return False
     source, warm_s, stopped = built
+    del built
     c.ch.send(Built(index=index, seconds=warm_s, stopped=stopped,
                     launchers=launchers.take_misses()))
     c.ch.expect(Upload, index=index)
-    uploaded = c.attempt(index, _upload, c, case, source, ask.seed, l2_bytes, timer)
-    if uploaded is None:
+    # The candidate may time on the built sets themselves: no reference to them outlives
+    # TimingSets, so ``del sets`` frees both rotations before the re-check.
+    sets = c.attempt(index, _upload, c, case, source, ask.seed, l2_bytes, timer)
+    del source
+    if sets is None:
         return False
-    source, sets = uploaded
-    del uploaded
     c.ch.send(Uploaded(index=index))
     c.ch.expect(Measure, index=index)
     measured = c.attempt(index, _measure, c, sets, fn, budget_s)
+    pristine = sets.pristine  # set 0 as built (on the host when large), untouched by the candidate
     del sets
     if measured is None:
         return False
     c.ch.send(Timed(index=index, measurement=measured[0], integrity=measured[1]))
     # The re-check runs once the device is shared again (profiled when asked).
     profile = c.ch.expect(Recheck, index=index).profile
-    checked = c.attempt(index, recheck, c.spec, case, source[0], fn, device=c.device,
+    checked = c.attempt(index, recheck, c.spec, case, pristine, fn, device=c.device,
                         timer=timer, own_module=c.module.__name__ if profile else None)
-    del source
+    del pristine
     if checked is None:
         return False
     c.ch.send(Rechecked(index=index, drift=checked.drift, device_time=checked.device_time,
@@ -460,13 +463,12 @@ def _build(c: _Candidate, case: Case, fn: Any, ask: BuildInputs,
 
 
 def _upload(c: _Candidate, case: Case, source: list[Call], seed: int, l2_bytes: int,
-            timer: Any) -> tuple[list[Call], TimingSets]:
-    """The input sets (made on the device, with the device shared, unless made already) and
-    their device copies."""
+            timer: Any) -> TimingSets:
+    """The input sets (made on the device, with the device shared, unless made already) as
+    :func:`upload_sets` arranges them for timing."""
     if not source:
         source = build_sets(c.spec, case, seed=seed, l2_bytes=l2_bytes, device=c.device)
-    return source, upload_sets(c.spec, case, source, device=c.device, l2_bytes=l2_bytes,
-                               timer=timer)
+    return upload_sets(c.spec, case, source, device=c.device, l2_bytes=l2_bytes, timer=timer)
 
 
 def _measure(c: _Candidate, sets: TimingSets, fn: Any,

@@ -20,8 +20,8 @@ import torch
 from device_agent import triton_hooks
 from device_agent.profiling import DeviceTime, attribute, profiled
 from operators.checking import check
-from operators.invoke import collect, from_wire, invoke, prepare, wire_output
-from operators.spec import Call, Case, Kind, OperatorSpec
+from operators.invoke import collect, from_wire, invoke, poison, prepare, wire_output
+from operators.spec import Call, Case, Kind, OperatorSpec, PointerArray
 
 MIN_SAMPLES = 10
 MAX_SAMPLES = 400
@@ -184,17 +184,19 @@ class WallTimer:
 
 @dataclass
 class TimingSets:
-    """Everything a timed case needs, built before the device is taken exclusively."""
+    """Everything a timed case needs, built before the device is taken exclusively: the
+    candidate's and the baseline's rotations (never the same storage), the flush buffer, and
+    a pristine copy of set 0 that nothing has run on, for :func:`recheck`."""
 
     spec: OperatorSpec
     case: Case
     device: str
     timer: Timer
     l2_bytes: int
-    source: list[Call]  # pristine input sets (on the device, or the host as made)
     cand_sets: list[Call]
     base_sets: list[Call]
     flush: torch.Tensor
+    pristine: Call  # set 0 as built: on the host when large (PRISTINE_ON_DEVICE_MAX_BYTES)
 
 
 def build_sets(spec: OperatorSpec, case: Case, *, seed: int, l2_bytes: int,
@@ -226,14 +228,80 @@ def _make_sets(spec: OperatorSpec, case: Case, seed: int, l2_bytes: int,
 
 def upload_sets(spec: OperatorSpec, case: Case, source: list[Call], *, device: str,
                 l2_bytes: int, timer: Timer) -> TimingSets:
-    """Device copies of the ``source`` sets (one for the candidate, one for the baseline; the sets
-    themselves stay pristine for :func:`recheck`) and the L2 flush buffer: device work, done
-    while the device is shared, before it is taken alone."""
-    cand_sets = [prepare(c, device) for c in source]
+    """The timed rotations and the L2 flush buffer: device work, done while the device is
+    shared, before it is taken alone. The candidate times on the ``source`` sets themselves
+    where they lie on ``device`` as a copy would (:func:`_adopt`), the baseline on its own
+    copies (a candidate that writes its inputs cannot slow or speed the baseline); set 0 is
+    copied first, before anything runs on it, for :func:`recheck`. Device memory: two rotations,
+    plus set 0 when small. The caller drops its reference to ``source``."""
+    # Where the candidate runs on copies, set 0 as built is already out of its reach.
+    pristine = _pristine(source[0], device) if _as_made(source[0], device) else source[0]
     base_sets = [prepare(c, device) for c in source]
+    cand_sets = [_adopt(c, device) for c in source]
     flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
     timer.sync()
-    return TimingSets(spec, case, device, timer, l2_bytes, source, cand_sets, base_sets, flush)
+    return TimingSets(spec, case, device, timer, l2_bytes, cand_sets, base_sets, flush, pristine)
+
+
+# Above this many bytes of tensor arguments, the pristine copy of set 0 that the re-check runs
+# on is kept in host memory rather than on the device: benchmark sets of the cuBLAS ``_64``
+# problems span 8-16 GiB each, and two device rotations plus a device copy of set 0 did not fit
+# an 80 GB H100. The price, one host round trip of set 0 per case, is small next to making it.
+PRISTINE_ON_DEVICE_MAX_BYTES = 1 << 30
+
+
+def _pristine(call: Call, device: str) -> Call:
+    """A copy of ``call`` that nothing will run on, where :func:`_pristine_place` says."""
+    return prepare(call, _pristine_place(call, device))
+
+
+def _pristine_place(call: Call, device: str) -> str:
+    """The host for a set over :data:`PRISTINE_ON_DEVICE_MAX_BYTES`, else ``device``."""
+    return "cpu" if _call_bytes(call) > PRISTINE_ON_DEVICE_MAX_BYTES else device
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``a`` and ``b`` name one device (``cuda`` and ``cuda:0`` do while 0 is current)."""
+    if a.type != b.type:
+        return False
+    if a.index == b.index:
+        return True
+    current = torch.cuda.current_device() if a.type == "cuda" else 0
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
+
+
+def _placed(obj: Any) -> list[torch.Tensor | torch.device]:
+    """Every tensor (a pointer array's buffer and pointers too) and device argument in
+    ``obj``, recursing as :func:`operators.invoke.map_tensors` does."""
+    if isinstance(obj, torch.Tensor | torch.device):
+        return [obj]
+    if isinstance(obj, PointerArray):
+        return [obj.buffer, obj.pointers]
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, tuple | list) else ()
+    return [x for o in items for x in _placed(o)]
+
+
+def _as_made(call: Call, device: str) -> bool:
+    """``call`` lies as :func:`prepare` would make it on ``device``: every tensor and device
+    argument there, each tensor at the start of its own storage (the same alignment), none
+    sharing storage with another (a copy does not), so timing it is timing a copy."""
+    placed = _placed((call.args, call.kwargs))
+    target = torch.device(device)
+    if not all(_same_device(p if isinstance(p, torch.device) else p.device, target)
+               for p in placed):
+        return False
+    tensors = [t for t in placed if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes()]
+    storages = {t.untyped_storage().data_ptr() for t in tensors}
+    return all(t.storage_offset() == 0 for t in tensors) and len(storages) == len(tensors)
+
+
+def _adopt(call: Call, device: str) -> Call:
+    """``call`` itself with its out-buffers poisoned in place, as :func:`prepare` poisons its
+    copy, where it lies as a copy would (:func:`_as_made`); else ``prepare(call, device)``."""
+    if not _as_made(call, device):
+        return prepare(call, device)
+    poison(call)
+    return call
 
 
 def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: int, device: str,
@@ -242,11 +310,13 @@ def time_case(spec: OperatorSpec, case: Case, fn: Callable[..., Any], *, seed: i
     under ``recheck``) in one go, for callers without a device gate (tests, benchmarks)."""
     timer = timer or WallTimer()
     l2_bytes = l2_bytes if l2_bytes > 0 else timer.l2_bytes()
-    source = build_sets(spec, case, seed=seed, l2_bytes=l2_bytes, device=device)
-    sets = upload_sets(spec, case, source, device=device, l2_bytes=l2_bytes, timer=timer)
+    sets = upload_sets(spec, case, build_sets(spec, case, seed=seed, l2_bytes=l2_bytes,
+                                              device=device),
+                       device=device, l2_bytes=l2_bytes, timer=timer)
     result = measure(sets, fn, budget_s=budget_s)
+    pristine = sets.pristine
     del sets
-    drift = recheck(spec, case, source[0], fn, device=device, timer=timer).drift
+    drift = recheck(spec, case, pristine, fn, device=device, timer=timer).drift
     return {**asdict(result), "recheck": drift}
 
 
@@ -309,7 +379,7 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
     """
     spec, timer, flush = sets.spec, sets.timer, sets.flush
     cand_sets, base_sets = sets.cand_sets, sets.base_sets
-    n_sets = len(sets.source)
+    n_sets = len(cand_sets)
 
     def candidate_call(c: Call) -> Callable[[], Any]:
         return lambda: invoke(fn, c)
@@ -357,7 +427,7 @@ def _measurement(sets: TimingSets, got: _Samples, discarded: int, wall: float) -
     return Measurement(
         l2_bytes=sets.l2_bytes, median_us=cm, ci_low_us=clo, ci_high_us=chi, samples=len(cand),
         baseline_median_us=bm, baseline_samples=len(base), samples_sum_us=sum(cand) + sum(base),
-        wall_s=wall, input_sets=len(sets.source), throttled_discarded=discarded,
+        wall_s=wall, input_sets=len(sets.cand_sets), throttled_discarded=discarded,
         sm_clock_mhz=sum(got.clocks) / len(got.clocks) if got.clocks else None,
         temperature_c=max(got.temps) if got.temps else None, baseline=sets.spec.baseline_library())
 
