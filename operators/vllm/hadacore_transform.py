@@ -70,12 +70,12 @@ def _fwht_kernel(x_ptr, y_ptr, rows, scale, N: tl.constexpr, LOG: tl.constexpr,
     rr = tl.where(rmask, r, 0).to(tl.int64)
     c = tl.arange(0, N)
     x = tl.load(x_ptr + rr[:, None] * N + c[None, :]).to(tl.float32)
-    for s in tl.static_range(LOG):
-        S: tl.constexpr = 1 << s
-        v = tl.permute(tl.reshape(x, (ROWS, N // (2 * S), 2, S)), (0, 1, 3, 2))
-        a, b = tl.split(v)
-        v = tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2))
-        x = tl.reshape(v, (ROWS, N))
+    for _ in tl.static_range(LOG):
+        # Constant geometry: value j pairs with j + N/2, their sum and difference go to 2j and
+        # 2j + 1. LOG such stages make the Sylvester-ordered transform with every shape fixed
+        # (a stage-dependent shape needs a constexpr that Triton will not let a loop reassign).
+        a, b = tl.split(tl.permute(tl.reshape(x, (ROWS, 2, N // 2)), (0, 2, 1)))
+        x = tl.reshape(tl.join(a + b, a - b), (ROWS, N))
     y = x * scale
     tl.store(y_ptr + rr[:, None] * N + c[None, :], y.to(y_ptr.dtype.element_ty),
              mask=rmask[:, None])
@@ -101,10 +101,14 @@ def hadacore_transform(x, inplace=True):
 # place and returns it.
 NEGATIVE_COPY = patched(SOLUTION, "in_place = x.is_contiguous() and x.numel() % 256 == 0",
                         "in_place = False")
-# Transforms within 256-value chunks only (stops after 8 butterfly stages), the normalization
-# still 1 / sqrt(n): right for n <= 256.
-NEGATIVE_CHUNK_256 = patched(SOLUTION, "    for s in tl.static_range(LOG):",
-                             "    for s in tl.static_range(min(LOG, 8)):")
+# Transforms within 256-value chunks only (each chunk a row of 256), the normalization still
+# 1 / sqrt(n): right for n <= 256.
+NEGATIVE_CHUNK_256 = patched(
+    SOLUTION,
+    "    _fwht_kernel[grid](x, out, rows, 1.0 / math.sqrt(n), N=n, LOG=n.bit_length() - 1,\n",
+    "    m = min(n, 256)\n"
+    "    rows, grid = rows * (n // m), (triton.cdiv(rows * (n // m), block_rows),)\n"
+    "    _fwht_kernel[grid](x, out, rows, 1.0 / math.sqrt(n), N=m, LOG=m.bit_length() - 1,\n")
 
 _DTYPES = ("float16", "bfloat16")
 
@@ -118,7 +122,7 @@ def in_place(shape: Sequence[int]) -> bool:
     return math.prod(shape) % 256 == 0
 
 
-@register("vllm::hadacore_transform", version=1, kind=Kind.COMPUTE)
+@register("vllm::hadacore_transform", version=2, kind=Kind.COMPUTE)
 class HadacoreTransform(OperatorSpec):
     entry_points = (
         EntryPoint(
