@@ -276,15 +276,15 @@ class ScaledFp8Quant(QuantSpec):
             s = kw["scale"].double().reshape(1, 1)
             scale_exp = passed_through(kw["scale"], "scale")
         elif kw.get("use_per_token_if_dynamic"):
-            amax = x64.abs().amax(dim=1, keepdim=True) if x.numel() else torch.zeros(tokens, 1,
-                                                                                     dtype=torch.float64)
+            amax = x64.abs().amax(dim=1, keepdim=True) if x.numel() else torch.zeros(
+                tokens, 1, dtype=torch.float64, device=x.device)
             if "scale_ub" in kw:
                 amax = amax.clamp(max=float(kw["scale_ub"]))
             s = (amax / FP8_MAX).clamp(min=FP8_MIN_SCALE)
             scale_exp = approx(s, torch.float32, SCALE_REL * s)
         else:
             amax = float(x64.abs().max()) if x.numel() else 0.0
-            s = torch.tensor([[amax / FP8_MAX]], dtype=torch.float64)
+            s = torch.full((1, 1), amax / FP8_MAX, dtype=torch.float64, device=x.device)
             scale_exp = approx(s.reshape(1), torch.float32, SCALE_REL * s.reshape(1))
         v = x64 / s if x.numel() else x64
         out_exp = quantized(v, FP8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from operators.checking import compare, poison_value, same_bits
@@ -232,3 +233,15 @@ def test_large_outputs_are_judged_by_the_same_rule_across_slices() -> None:
     assert compare(e2.to(torch.float32), Expected(e2, torch.float32), tol) is None
     m = e[: 512 * 1024].reshape(512, 1024)
     assert compare(m.t().contiguous().t().float(), Expected(m, torch.float32), tol) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_host_scale_judges_device_values() -> None:
+    """The re-check after timing computes references on the device; a reference that makes its
+    error scale on the host (zeros for exact values, a 1x1 tensor) was once judged as a
+    RUNTIME_ERROR of the candidate (vllm::scaled_fp8_quant on the H100)."""
+    value = torch.linspace(-1, 1, 1000, dtype=torch.float64, device="cuda")
+    exp = Expected(value, torch.float32, torch.zeros(1000, dtype=torch.float64))
+    assert compare(value.float(), exp, Tolerance(0.0, 1e-6)) is None
+    assert compare(value.float() + 1, exp, Tolerance(0.0, 1e-6)) is not None
