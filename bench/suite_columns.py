@@ -1,6 +1,7 @@
 """Fill the H200 columns of docs/suite.md from a reference-suite run's verdicts.
 
     python bench/suite_columns.py bench/results/h200-suite.jsonl [--doc docs/suite.md]
+    python bench/suite_columns.py RESULTS.jsonl [MORE.jsonl ...] --table vllm   # print a table
 
 Per problem: the reference's status (with "controls rejected k/n" for its negative controls),
 the geometric mean over its timed benchmark cases of the speed-up versus PyTorch, and of the
@@ -47,12 +48,38 @@ def columns(rows: list[dict]) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def table(rows: list[dict], source: str) -> str:
+    """One Markdown row per problem of ``source`` (registry order): the reference's status and
+    controls, its timed cases, speed-up over the baseline the verdict names, and % SOL;
+    problems without a verdict say "not run"."""
+    import operators
+
+    cells = columns(rows)
+    base = {r["operator"]: r.get("baseline") or "?" for r in rows
+            if Path(r.get("file", "")).stem == "reference"}
+    timed = {r["operator"]: sum(bool(t.get("meaningful")) for t in r.get("timings", []))
+             for r in rows if Path(r.get("file", "")).stem == "reference"}
+    out = ["| problem | status | timed cases | speed-up | baseline | % SOL |",
+           "|---|---|---|---|---|---|"]
+    for spec in operators.all_specs(source=source):
+        status, sp, sol = cells.get(spec.id, ("not run", "—", "—"))
+        out.append(f"| `{spec.id}` | {status} | {timed.get(spec.id, '—')} | {sp} | "
+                   f"{base.get(spec.id, '—')} | {sol} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", type=Path)
+    ap.add_argument("results", type=Path, nargs="+",
+                    help="verdict files; for a problem in several, the later file's verdicts win")
     ap.add_argument("--doc", type=Path, default=Path(__file__).resolve().parent.parent / "docs/suite.md")
+    ap.add_argument("--table", metavar="SOURCE", default=None,
+                    help="print a table of every problem of SOURCE (aten, vllm, cublas) instead")
     args = ap.parse_args()
-    rows = [orjson.loads(x) for x in args.results.read_bytes().splitlines() if x.strip()]
+    rows = [orjson.loads(x) for f in args.results for x in f.read_bytes().splitlines() if x.strip()]
+    if args.table:
+        print(table(rows, args.table))
+        return
     cells = columns(rows)
     lines = args.doc.read_text().splitlines()
     filled = 0
