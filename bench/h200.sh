@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU batches on the H200 host, one step per argument, each under its own time limit:
-#   bash bench/h200.sh setup sandbox gputests corpus corpusw copy throughput repeatability repeatseq suite
+#   bash bench/h200.sh setup sandbox gputests cublastests corpus corpusw copy throughput repeatability repeatseq suite
 # Run from the repo root with the carried wheels in .whl/ (grpcio-health-checking,
-# grpcio-reflection, orjson, rich, pyseccomp; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
+# grpcio-reflection, orjson, rich, pyseccomp, markdown-it-py, mdurl, pygments; pytest-xdist and
+# execnet for cublastests; py-spy too for PYSPY=1 profiles). Raw results go to $OUT
 # (default bench/results/h200).
 set -uo pipefail
 OUT=${OUT:-bench/results/h200}
@@ -35,6 +36,15 @@ for step in "$@"; do
     gputests)
       timeout "${GPUTESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -x -m gpu ${GPUTESTS_K:+-k "$GPUTESTS_K"} \
         tests/device_agent/test_gpu.py 2>&1 | tail -25 | tee "$OUT/pytest-gpu.txt" ;;
+    cublastests)
+      # libcublas against every cuBLAS reference (each routine in its own interpreter), N at a
+      # time with pytest-xdist (carry its wheel and execnet's); -v streams a line per routine, so
+      # a run cut short by its limit still says which passed. The `_64` benchmark cases need
+      # the memory of a card to themselves: CUBLAS_K="not (benchmark and _64)" leaves them out.
+      timeout "${CUBLAS_S:-400}" python3 -m pytest -v -p no:cacheprovider -n "${CUBLAS_N:-8}" -m gpu \
+        --tb=line -rf ${CUBLAS_K:+-k "$CUBLAS_K"} tests/operators/test_cublas_gpu.py \
+        tests/operators/test_cublas_blas3.py > "$OUT/cublas-gpu.txt" 2>&1
+      echo "exit $?"; grep -cE " PASSED " "$OUT/cublas-gpu.txt"; grep -E " FAILED |^FAILED" "$OUT/cublas-gpu.txt" | cut -c1-300 | tail -30 ;;
     corpus)
       timeout "${CORPUS_S:-420}" python3 -m pytest -q -p no:cacheprovider -m gpu -rA \
         -k "${CORPUS_K:-on_gpu}" tests/adversarial/test_corpus.py > "$OUT/corpus$CORPUS_TAG.txt" 2>&1
