@@ -154,10 +154,26 @@ def problem_matrix(outcomes: Sequence[ProblemOutcome]) -> PaperTable:
                       ("Problem", *(" ".join(c) for c in cols)), rows)
 
 
+def sequential_rounds(report: RunReport) -> PaperTable | None:
+    """Sequential Pass@K of ``sample`` with ``rounds``: % of the named problems solved by round
+    K (the accuracy's denominator); None when no method ran in rounds."""
+    rows = [m for m in report.metrics if m.pass_after_round]
+    if not rows:
+        return None
+    most = max(len(m.pass_after_round) for m in rows)
+    cells = tuple((m.model, m.method, m.source, m.platform, str(m.named),
+                   *(_acc(v) for v in m.pass_after_round),
+                   *["-"] * (most - len(m.pass_after_round))) for m in rows)
+    return PaperTable("rounds", "Sequential Pass@K: % of the named problems solved by round K",
+                      ("Model", "Method", "Source", "Platform", "Named",
+                       *(f"Round {k}" for k in range(1, most + 1))), cells)
+
+
 def paper_tables(report: RunReport) -> list[PaperTable]:
     chip = multi_chip(report)
-    return [multi_source(report), *([chip] if chip else []), cost_table(report),
-            problem_matrix(report.outcomes)]
+    rounds = sequential_rounds(report)
+    return [multi_source(report), *([chip] if chip else []), *([rounds] if rounds else []),
+            cost_table(report), problem_matrix(report.outcomes)]
 
 
 # ---- rendering ---------------------------------------------------------------------------------

@@ -222,7 +222,8 @@ def _compare_runs(base_ref: str, other_ref: str, store_path: Path | None, runs_d
 @click.option("--k", "k_text", default=None, metavar="K,K,...",
               help="pass@k values (default: 1,5,10,20,50,100 up to the most samples of a problem)")
 @click.option("--paper", is_flag=True,
-              help="the published tables: Multi-Source, Multi-Chip, cost, per problem")
+              help="the published tables: Multi-Source, Multi-Chip, sequential Pass@K "
+                   "(sample with rounds), cost, per problem")
 @click.option("--format", "fmt", type=click.Choice(PAPER_FORMATS), default="text", show_default=True,
               help="how --paper writes its tables (md, latex: for papers)")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -191,3 +191,15 @@ def test_no_rounds_table_without_a_sequential_method() -> None:
     plain = [r for r in RESULTS if r.key.method != "seq"]
     assert rounds_table(build_report(RUN, plain, [], config={"spec": SPEC})) is None
     assert rounds_table(build_report(RUN, RESULTS, [], config={"kind": "sweep"})) is None
+
+
+def test_paper_and_html_reports_carry_the_rounds_table(store: Store, tmp_path: Path) -> None:
+    """`kgb report --paper` (Markdown) and `--html` show sequential Pass@K as the terminal does."""
+    md = _report(tmp_path, "--paper", "--format", "md")
+    assert "Sequential Pass@K" in md and "Round 3" in md and "Round 4" not in md
+    line = next(x for x in md.splitlines() if "| seq |" in x and "| aten |" in x)
+    assert [c.strip() for c in line.strip("|").split("|")][-3:] == ["16.7", "50.0", "50.0"]
+    html_path = tmp_path / "r.html"
+    _report(tmp_path, "--html", str(html_path))
+    page = html_path.read_text()
+    assert 'id="t-rounds"' in page and "<td>16.7</td><td>50.0</td><td>50.0</td>" in page
