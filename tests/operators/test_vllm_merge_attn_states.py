@@ -74,3 +74,14 @@ def test_half_precision_weights_still_fail(half: torch.dtype) -> None:
     call = _failing_call(1)
     assert compare(_merge(call, 0, half), SPEC.reference(call)[0],
                    SPEC.tolerances["float32"]) is not None
+
+
+def test_half_precision_inputs_and_dropped_term_still_fail() -> None:
+    call = _failing_call(2)
+    exp, tol = SPEC.reference(call)[0], SPEC.tolerances["float32"]
+    out, po, p_lse, so, s_lse = call.args
+    halved = Call(call.entry, (out, po.bfloat16().float(), p_lse, so.bfloat16().float(), s_lse),
+                  call.kwargs)
+    assert compare(_merge(halved, 0), exp, tol) is not None
+    no_suffix = Call(call.entry, (out, po, p_lse, torch.zeros_like(so), s_lse), call.kwargs)
+    assert compare(_merge(no_suffix, 0), exp, tol) is not None
