@@ -124,7 +124,7 @@ def _case(dt: str, tokens: int, heads: int, head_size: int, *, cpu: bool = False
     return case("merge_attn_states", dt, (tokens, heads, head_size), cpu=cpu, **params)
 
 
-@register("vllm::merge_attn_states", version=1, kind=Kind.COMPUTE)
+@register("vllm::merge_attn_states", version=2, kind=Kind.COMPUTE)
 class MergeAttnStates(OperatorSpec):
     entry_points = (
         EntryPoint(
@@ -164,10 +164,16 @@ class MergeAttnStates(OperatorSpec):
                  "stride", NEGATIVE_PACKED_HEADS),
     )
     # output: a convex combination wp * po + ws * so with weights from exp and a division in
-    # float32: scale |po| wp + |so| ws; 16-bit outputs round once (+ float32 noise) -> 2 ulps;
-    # float32: exp, sum, division, two products and a sum -> 8 ulps. output_lse (float32):
-    # log(a + b) + m, its scale |m| + 1 (log(a + b) is in [0, log 2]; its absolute error is a few
-    # roundings) -> 8 ulps.
+    # float32: scale S = |po| wp + |so| ws; 16-bit outputs round once (+ float32 noise) -> 2 ulps.
+    # float32 (u = 2^-24): with x = |p - s|, a float32 kernel's exp(-x) carries a relative error
+    # of about (3x + 4) u -- p - m and (p - m) * log2(e) each round (an absolute error ~x u in the
+    # exponent; vLLM's expf and Triton's ex2.approx alike), plus ex2.approx's ~2 ulps. That moves
+    # wp and ws by (3x + 4) u wp ws, so output by (3x + 4) u wp ws (|po| + |so|) (opposite signs
+    # add up), and the sum, division, two products and a sum add ~7 u S: 16 u S + 4 x u wp ws
+    # (|po| + |so|), i.e. 8 u of the float32 scale 2 S + x wp ws (|po| + |so|) / 2. x wp ws is
+    # at most ~0.22, so a 16-bit intermediate (2^-9 relative) still fails. output_lse
+    # (float32): log(a + b) + m, its scale |m| + 1 (log(a + b) is in [0, log 2]; its absolute
+    # error is a few roundings) -> 8 u.
     tolerances = {
         "float16": Tolerance.ulps("float16", 2),
         "bfloat16": Tolerance.ulps("bfloat16", 2),
@@ -245,7 +251,10 @@ class MergeAttnStates(OperatorSpec):
         output, prefix, p_lse, suffix, s_lse = call.args
         wp, ws, lse, m0 = _merge_weights(p_lse.double(), s_lse.double())
         po, so = prefix.double(), suffix.double()
-        outs = [Expected(po * wp + so * ws, output.dtype, po.abs() * wp + so.abs() * ws)]
+        scale = po.abs() * wp + so.abs() * ws
+        if output.dtype == torch.float32:
+            scale = 2 * scale + _exp_arg_error(p_lse, s_lse) * wp * ws * (po.abs() + so.abs())
+        outs = [Expected(po * wp + so * ws, output.dtype, scale)]
         if "output_lse" in call.kwargs:
             outs.append(Expected(lse, torch.float32, m0.abs() + 1.0))
         return tuple(outs)
@@ -283,6 +292,14 @@ def _lse(heads: int, tokens: int, inf: float, gen: torch.Generator) -> torch.Ten
         lse[u < inf / 2] = float("inf")
         lse[(u >= inf / 2) & (u < inf)] = float("-inf")
     return lse
+
+
+def _exp_arg_error(p_lse: torch.Tensor, s_lse: torch.Tensor) -> torch.Tensor:
+    """``|p - s| / 2`` as ``[tokens, heads, 1]`` float64 (0 where either is infinite): a float32
+    kernel's exp(p - m) is off by ~3 |p - s| u, its argument's roundings (see the tolerance)."""
+    p, s = p_lse.double(), s_lse.double()
+    x = torch.where(torch.isfinite(p) & torch.isfinite(s), (p - s).abs(), 0.0)
+    return (x / 2).T[:, :, None]
 
 
 def _merge_weights(p_lse: torch.Tensor, s_lse: torch.Tensor
