@@ -18,10 +18,19 @@ outputs that stays under 5/8 of a quantum; for int8 from bfloat16 (u = 2**-9, |q
 reaches one quantum — bfloat16 carries less precision than int8 near the top of its range, so
 two faithful kernels (or vLLM and a float32 path) may differ by one level there. Scales allow
 ``2u + SLACK`` relative; the residual ``2u``.
+
+The relative bound ``u`` holds only in ``dt``'s normal range: a value rounded to a float16
+subnormal (|y| < 2**-14, e.g. a tiny input element in a group whose max is ~3) is off by up to
+half the subnormal spacing, ``eta`` = 2**-25 absolute, about 1e-3 relative there. So each
+rounding to ``dt`` also contributes ``eta`` absolute: ``(1 + |w|) * eta`` for ``y`` (the first
+one is scaled by the weight), the same with ``max|w|`` for the group max. These terms are tiny
+outside subnormals; they widen the tie band by at most half a quantum (capped), so an output is
+still never accepted one full quantum from its nearest grid point's neighbour.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -32,6 +41,7 @@ from operators.vllm._act_quant import (
     FP8,
     SLACK,
     approx,
+    fp8_half_quantum,
     min_scale,
     qmax,
     quantized,
@@ -145,13 +155,36 @@ def reference(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tens
     if scale_ub is not None:
         top = top.clamp(max=float(scale_ub))
     scales = (top / qmax(quant_dtype)).clamp(min=min_scale(quant_dtype))
-    v = (yg / scales[:, :, None]).reshape(x.shape)
-    out = quantized(v, quant_dtype, rel=2 * rel_y)
+    vg = yg / scales[:, :, None]
+    y_eta, s_eta = _subnormal_bounds(weight, x.dtype, quant_dtype)
+    # Absolute error of y / scale from dt's subnormal roundings (y's and the group max's).
+    extra = (y_eta.reshape(groups, -1)[None] + vg.abs() * s_eta) / scales[:, :, None]
+    out = widened(quantized(vg.reshape(x.shape), quant_dtype, rel=2 * rel_y),
+                  extra.reshape(x.shape))
     res = None
     if residual is not None:
         zr = z.reshape(x.shape)
         res = approx(zr, residual.dtype, 2 * u * zr.abs())
-    return out, scales, rel_y * scales, res
+    return out, scales, rel_y * scales + s_eta, res
+
+
+def _subnormal_bounds(weight: torch.Tensor, dt: torch.dtype,
+                      quant_dtype: torch.dtype) -> tuple[torch.Tensor, float]:
+    """``(per-column absolute error of y, absolute error of a scale)`` from rounding to ``dt``
+    below its normal range: ``eta`` (half the subnormal spacing) per rounding, the first scaled
+    by |w| (see the module docstring). Zero for float32 inputs' purposes (2**-150)."""
+    fi = torch.finfo(dt)
+    eta = fi.smallest_normal * fi.eps / 2  # half the subnormal spacing: 2**-25 for float16
+    w_abs = weight.double().abs()
+    w_max = float(w_abs.max()) if w_abs.numel() else 0.0
+    return (1 + w_abs) * eta, (1 + w_max) * eta / qmax(quant_dtype)
+
+
+def widened(e: Expected, extra: torch.Tensor) -> Expected:
+    """``e`` (a :func:`_act_quant.quantized` expectation) with its tie band widened by
+    ``extra`` (absolute), capped at half a quantum so no answer two grid points away passes."""
+    half = fp8_half_quantum(e.value) if e.dtype == FP8 else torch.full_like(e.value, 0.5)
+    return dataclasses.replace(e, scale=e.scale + torch.minimum(extra, half))
 
 
 def torch_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,

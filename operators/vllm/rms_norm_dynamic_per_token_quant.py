@@ -77,7 +77,7 @@ def _case(dt: str, shape: Sequence[int], quant: str, *, residual: bool = False,
     return case("rms_norm_dynamic_per_token_quant", dt, shape, cpu=cpu, **p, **params)
 
 
-@register("vllm::rms_norm_dynamic_per_token_quant", version=1, kind=Kind.COMPUTE)
+@register("vllm::rms_norm_dynamic_per_token_quant", version=2, kind=Kind.COMPUTE)
 class RmsNormDynamicPerTokenQuant(QuantSpec):
     entry_points = (
         EntryPoint(

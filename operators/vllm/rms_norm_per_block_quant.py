@@ -97,7 +97,7 @@ _SHAPES = ((1, 1024), (7, 5120), (2048, 1024), (333, 3584), (2048, 4096), (1024,
            (512, 7168))
 
 
-@register("vllm::rms_norm_per_block_quant", version=1, kind=Kind.COMPUTE)
+@register("vllm::rms_norm_per_block_quant", version=2, kind=Kind.COMPUTE)
 class RmsNormPerBlockQuant(QuantSpec):
     entry_points = (
         EntryPoint(
