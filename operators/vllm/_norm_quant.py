@@ -183,6 +183,7 @@ def _subnormal_bounds(weight: torch.Tensor, dt: torch.dtype,
 def widened(e: Expected, extra: torch.Tensor) -> Expected:
     """``e`` (a :func:`_act_quant.quantized` expectation) with its tie band widened by
     ``extra`` (absolute), capped at half a quantum so no answer two grid points away passes."""
+    assert e.scale is not None, "a quantized expectation carries its tie band as its scale"
     half = fp8_half_quantum(e.value) if e.dtype == FP8 else torch.full_like(e.value, 0.5)
     return dataclasses.replace(e, scale=e.scale + torch.minimum(extra, half))
 
