@@ -182,7 +182,9 @@ def _ggml_tile(xq_ptr, w_ptr, w_off, a_rows, rn, K, RB, QT: tl.constexpr,
 # y = Q8_1(X) @ dequant(W).T for a dense [row, bytes] weight (ggml_mul_mat_vec_a8, ggml_mul_mat_a8).
 DENSE = r'''
 
-@triton.jit
+# The sizes are not specialized on (divisibility by 16, == 1): with ten quant types, three
+# dtypes and two row blocks the constexprs already make dozens of variants, each compiled once.
+@triton.jit(do_not_specialize=["M", "N", "K", "RB"])
 def _dense_kernel(xq_ptr, w_ptr, y_ptr, M, N, K, RB, QT: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)

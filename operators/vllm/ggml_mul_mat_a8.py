@@ -36,7 +36,7 @@ NEGATIVE_Q2K_NIBBLES = patched(
     SOLUTION, "return (d * (sc & 15).to(tl.float32)) * q.to(tl.float32) - dmin * (sc >> 4).to(tl.float32)",
     "return (d * (sc >> 4).to(tl.float32)) * q.to(tl.float32) - dmin * (sc & 15).to(tl.float32)")
 
-@register("vllm::ggml_mul_mat_a8", version=1, kind=Kind.COMPUTE)
+@register("vllm::ggml_mul_mat_a8", version=2, kind=Kind.COMPUTE)
 class GgmlMulMatA8(DenseA8Spec):
     MMQ = True
     ENTRY = "ggml_mul_mat_a8"

@@ -36,7 +36,7 @@ NEGATIVE_NO_Q8_1 = patched(SOLUTION, *T.NO_Q8_1)
 NEGATIVE_Q5_HIGH_BIT = patched(SOLUTION, "q = q | (((_u8(blk + QH + j // 8) >> (j % 8)) & 1) << 4)",
                                "q = q | (((_u8(blk + QH + (j % 16) // 8) >> (j % 8)) & 1) << 4)")
 
-@register("vllm::ggml_mul_mat_vec_a8", version=1, kind=Kind.COMPUTE)
+@register("vllm::ggml_mul_mat_vec_a8", version=2, kind=Kind.COMPUTE)
 class GgmlMulMatVecA8(DenseA8Spec):
     MMQ = False
     ENTRY = "ggml_mul_mat_vec_a8"

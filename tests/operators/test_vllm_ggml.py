@@ -182,3 +182,18 @@ def test_quantizing_in_row_slices_packs_the_same_bytes(qtype: int,
     assert torch.equal(G.quantize(x, qtype), whole)
     monkeypatch.setattr(G, "QUANTIZE_SLICE_ELEMENTS", 1)
     assert torch.equal(G.quantize(x, qtype), whole)
+
+
+@pytest.mark.parametrize("name", ["vllm::ggml_mul_mat_a8", "vllm::ggml_mul_mat_vec_a8"])
+def test_dense_full_tier_cases_bound_the_kernel_variants_a_candidate_compiles(name: str) -> None:
+    """Each (quant type, dtype) pair is a kernel variant compiled within the correctness stage's
+    budget: all thirty made ggml_mul_mat_a8's own reference time out on an H100 under load. Two
+    dtypes per type in the public cases, every dtype still met by most types."""
+    spec = operators.get(name)
+    public = [c for c in spec.public_cases(Tier.FULL) if not c.cpu]
+    per_type: dict[str, set[str]] = {}
+    for c in public:
+        per_type.setdefault(c["quant_type"], set()).add(c.dtype)
+    assert len(per_type) == len(G.TYPES) and all(len(d) == 2 for d in per_type.values())
+    for dt in ("float16", "bfloat16", "float32"):
+        assert sum(dt in d for d in per_type.values()) >= len(G.TYPES) // 2
