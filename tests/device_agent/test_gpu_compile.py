@@ -129,9 +129,25 @@ def _args(*ids: str, compile_for: str | None) -> argparse.Namespace:
                               compile_for=compile_for)
 
 
-def test_validate_compile_for(capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_compile_for_reports_the_failure(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's validate fails a problem whose controls do not compile, saying which (the
+    problem's own checks, tested elsewhere, are left out here for time)."""
+    import operators.validate
+
+    monkeypatch.setattr(operators.validate, "validate",
+                        lambda *a, **k: operators.validate.ValidationReport())
+    monkeypatch.setattr(gpu_compile, "controls_of", lambda spec: [("toy", BROKEN)])
+    assert problem_check.run(_args("aten::neg", compile_for="sm_90")) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL aten::neg")
+    assert "- toy fails to compile for sm_90: _neg_kernel(x_ptr: *fp16" in out
+    monkeypatch.setattr(gpu_compile, "controls_of", lambda spec: [("toy", CORRECT)])
     assert problem_check.run(_args("aten::neg", compile_for="sm_90")) == 0
     assert capsys.readouterr().out.startswith("ok   aten::neg")
+
+
+def test_validate_refuses_an_unknown_target(capsys: pytest.CaptureFixture[str]) -> None:
     assert problem_check.run(_args("aten::neg", compile_for="gfx942")) == 2
     assert "--compile-for: unknown compile target 'gfx942'" in capsys.readouterr().err
 
