@@ -177,7 +177,7 @@ def _install() -> None:
     from triton.runtime import interpreter, jit
 
     for cls in (interpreter.InterpretedFunction, jit.JITFunction):
-        cls.run = _recorded(cls.run)  # type: ignore[method-assign]
+        cls.run = _recorded(cls.run)
     _installed = True
 
 

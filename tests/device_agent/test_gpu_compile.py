@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import operators
 from device_agent import gpu_compile, problem_check
 
 SM90 = ("cuda", 90, 32)
@@ -58,14 +59,12 @@ def worker() -> Iterator[gpu_compile.CompileWorker]:
 
 
 def _check(op_id: str, source: str, w: gpu_compile.CompileWorker) -> list[str]:
-    import operators
     from operators.spec import Tier
 
     return gpu_compile.check_sources(operators.get(op_id), [("toy", source)], Tier.CPU, w)
 
 
 def test_the_toys_run_under_the_interpreter(worker: gpu_compile.CompileWorker) -> None:
-    import operators
     from operators.testing import run_cases
 
     for source in (BROKEN, CORRECT):
@@ -88,7 +87,6 @@ def test_a_correct_kernel_compiles(worker: gpu_compile.CompileWorker) -> None:
 
 @pytest.mark.parametrize("op_id", ["vllm::hadacore_transform", "aten::add"])
 def test_real_references_compile_clean(op_id: str, worker: gpu_compile.CompileWorker) -> None:
-    import operators
     from operators.spec import Tier
 
     spec = operators.get(op_id)
@@ -163,7 +161,7 @@ def test_kgb_passes_compile_for_on(monkeypatch: pytest.MonkeyPatch) -> None:
     def execve(path: str, argv: list[str], env: dict[str, str]) -> None:
         execs.append(argv)
 
-    monkeypatch.setattr(operators_cmd.os, "execve", execve)
+    monkeypatch.setattr("os.execve", execve)
     r = CliRunner().invoke(operators_cmd.operators_group,
                            ["validate", "aten::neg", "--compile-for", "sm_90"])
     assert r.exit_code == 0, r.output
@@ -171,3 +169,16 @@ def test_kgb_passes_compile_for_on(monkeypatch: pytest.MonkeyPatch) -> None:
     assert execs[0][-2:] == ["--compile-for", "sm_90"]
     r = CliRunner().invoke(operators_cmd.operators_group, ["validate", "--help"])
     assert "--compile-for ARCH" in r.output
+
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", operators.all_specs(), ids=lambda s: s.id)
+def test_every_reference_compiles_for_sm_90(spec: operators.OperatorSpec,
+                                            worker: gpu_compile.CompileWorker) -> None:
+    """Every problem's reference solution, on its cpu-tier public cases, compiles for Hopper
+    (about RUN_TIME over all problems on 2 cores, hence slow)."""
+    from operators.spec import Tier
+
+    named = gpu_compile.controls_of(spec, negatives=False)
+    assert gpu_compile.check_sources(spec, named, Tier.CPU, worker) == []
