@@ -218,18 +218,31 @@ class CompileWorker:
     (no TRITON_INTERPRET); requests and replies are pickles over its stdin/stdout."""
 
     def __init__(self, target: tuple[str, int, int]) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         self.target = target
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "device_agent.gpu_compile_worker"], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._proc = self._start()
+
+    @staticmethod
+    def _start() -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        return subprocess.Popen([sys.executable, "-m", "device_agent.gpu_compile_worker"],
+                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def compile(self, sources: Sequence[str], launches: Sequence[Launch]) -> list[Outcome]:
-        """Compile each launch (of a kernel defined in one of ``sources``)."""
-        stdin, stdout = self._pipes()
-        pickle.dump((self.target, {module_name(s): s for s in sources}, list(launches)), stdin)
-        stdin.flush()
-        reply: list[Outcome] = pickle.load(stdout)
+        """Compile each launch (of a kernel defined in one of ``sources``). Should the compiler
+        take its process down, every launch of the request fails and a new process starts."""
+        try:
+            stdin, stdout = self._pipes()
+            pickle.dump((self.target, {module_name(s): s for s in sources}, list(launches)),
+                        stdin)
+            stdin.flush()
+            reply: list[Outcome] = pickle.load(stdout)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError):
+            code = self._proc.poll()
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = self._start()
+            why = f"the compiling process died (exit {code}; its stderr says why)"
+            return [Outcome(launch, error=why) for launch in launches]
         return reply
 
     def _pipes(self) -> tuple[IO[bytes], IO[bytes]]:

@@ -182,3 +182,20 @@ def test_every_reference_compiles_for_sm_90(spec: operators.OperatorSpec,
 
     named = gpu_compile.controls_of(spec, negatives=False)
     assert gpu_compile.check_sources(spec, named, Tier.CPU, worker) == []
+
+
+def test_a_dead_compiler_process_fails_the_request_and_is_replaced() -> None:
+    import torch
+    import triton.language as tl
+
+    def k(x_ptr, D: tl.constexpr):  # type: ignore[no-untyped-def]
+        pass
+
+    launch = gpu_compile.to_launch(k, (torch.zeros(4), 4), {}, SM90)
+    with gpu_compile.CompileWorker(SM90) as w:
+        w._proc.kill()
+        w._proc.wait()
+        [out] = w.compile([], [launch])
+        assert out.error is not None and "the compiling process died" in out.error
+        [out] = w.compile([], [launch])  # a fresh process answers
+        assert out.error is None and out.skipped is not None and "inside a function" in out.skipped
