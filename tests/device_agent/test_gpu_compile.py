@@ -177,7 +177,7 @@ def test_kgb_passes_compile_for_on(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_reference_compiles_for_sm_90(spec: operators.OperatorSpec,
                                             worker: gpu_compile.CompileWorker) -> None:
     """Every problem's reference solution, on its cpu-tier public cases, compiles for Hopper
-    (about RUN_TIME over all problems on 2 cores, hence slow)."""
+    (38 CPU-minutes over all problems here, hence slow)."""
     from operators.spec import Tier
 
     named = gpu_compile.controls_of(spec, negatives=False)
