@@ -9,13 +9,17 @@ Triton's interpreter with the cpu platform's interpreter support. Keeping it her
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from device_agent.gpu_compile import CompileWorker
     from operators.spec import OperatorSpec, Tier
+    from operators.validate import ValidationReport
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "there is one, else under Triton's interpreter; default on)")
     v.add_argument("--budget", dest="budget_s", type=float, default=60.0,
                    help="seconds a problem may take; slower ones fail (default 60)")
+    v.add_argument("--compile-for", metavar="ARCH", default=None,
+                   help="also compile, for this NVIDIA GPU (e.g. sm_90, Hopper), every Triton "
+                        "kernel launch the reference solution and each negative control make on "
+                        "the tier's public cases, with Triton's real compiler and no GPU: code "
+                        "the interpreter runs but the compiler refuses fails here. Compiles "
+                        "only, runs nothing; uses this host's Triton version")
 
 
 def controls_device() -> str:
@@ -44,6 +54,17 @@ def controls_device() -> str:
 
     install_interpreter_support()
     return "cpu"
+
+
+def _compile_check(spec: OperatorSpec, tier: Tier, device: str, worker: CompileWorker,
+                   report: ValidationReport) -> None:
+    """Add --compile-for's findings (and its time) to ``report``."""
+    from device_agent.gpu_compile import check_sources, controls_of
+
+    t0 = time.monotonic()
+    report.checks += 1
+    report.problems += check_sources(spec, controls_of(spec), tier, worker, device)
+    report.seconds += time.monotonic() - t0
 
 
 def _mark(ok: bool) -> str:
@@ -65,17 +86,35 @@ def run(args: argparse.Namespace) -> int:
     except operators.UnknownOperatorError as exc:
         print(f"kgb operators validate: {exc}", file=sys.stderr)
         return 2
-    device = controls_device() if args.controls else "cpu"
-    return _validate_all(specs, Tier(args.tier), args.controls, device, args.budget_s)
+    target = None
+    if args.compile_for is not None:
+        from device_agent.gpu_compile import parse_target
+
+        try:
+            target = parse_target(args.compile_for)
+        except ValueError as exc:
+            print(f"kgb operators validate: --compile-for: {exc}", file=sys.stderr)
+            return 2
+    device = controls_device() if args.controls or target else "cpu"
+    with contextlib.ExitStack() as stack:
+        worker = None
+        if target is not None:
+            from device_agent.gpu_compile import CompileWorker
+
+            worker = stack.enter_context(CompileWorker(target))
+        return _validate_all(specs, Tier(args.tier), args.controls, device, args.budget_s,
+                             worker)
 
 
 def _validate_all(specs: Sequence[OperatorSpec], tier: Tier, controls: bool, device: str,
-                  budget_s: float) -> int:
+                  budget_s: float, worker: CompileWorker | None = None) -> int:
     from operators.validate import validate
 
     failed = 0
     for spec in specs:
         report = validate(spec, tier, controls=controls, device=device)
+        if worker is not None:
+            _compile_check(spec, tier, device, worker, report)
         if budget_s and report.seconds > budget_s:
             report.problems.append(f"took {report.seconds:.1f}s, over the {budget_s:g}s budget")
         print(f"{_mark(report.ok)} {spec.ref:40s} {report.checks} checks, {report.seconds:.1f}s",

@@ -113,7 +113,13 @@ def show_cmd(op_id: str, solution: bool, negative: str | None, prompt: bool) -> 
                    "there is one, else under Triton's interpreter)")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0.0), default=60.0,
               show_default=True, help="seconds a problem may take; slower ones fail")
-def validate_cmd(op_ids: tuple[str, ...], tier: str, controls: bool, budget_s: float) -> None:
+@click.option("--compile-for", "compile_for", metavar="ARCH", default=None,
+              help="also compile, for this NVIDIA GPU (e.g. sm_90, Hopper), every Triton kernel "
+                   "launch the reference solution and each negative control make on the tier's "
+                   "public cases, with Triton's real compiler and no GPU: catches code the "
+                   "interpreter runs but the compiler refuses. Compiles only, runs nothing")
+def validate_cmd(op_ids: tuple[str, ...], tier: str, controls: bool, budget_s: float,
+                 compile_for: str | None) -> None:
     """Check problems themselves: deterministic reference, tolerances that accept PyTorch in
     the case's own precision, memory budget, informative outputs; with --controls (default)
     the reference solution passes and every negative control is caught.
@@ -124,6 +130,8 @@ def validate_cmd(op_ids: tuple[str, ...], tier: str, controls: bool, budget_s: f
         _spec_or_exit(op_id)
     argv = ["validate", *op_ids, "--tier", tier, "--budget", repr(budget_s),
             "--controls" if controls else "--no-controls"]
+    if compile_for is not None:
+        argv += ["--compile-for", compile_for]
     env = dict(os.environ)
     env["PYTHONPATH"] = with_repo_on_path(env.get("PYTHONPATH"))
     sys.stdout.flush()

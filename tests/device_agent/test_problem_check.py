@@ -18,7 +18,8 @@ CHEAP = "aten::_softmax"
 
 
 def _args(*ids: str, controls: bool = False, budget_s: float = 60.0) -> argparse.Namespace:
-    return argparse.Namespace(op_ids=list(ids), tier="cpu", controls=controls, budget_s=budget_s)
+    return argparse.Namespace(op_ids=list(ids), tier="cpu", controls=controls, budget_s=budget_s,
+                              compile_for=None)
 
 
 def test_a_valid_problem_passes(capsys: pytest.CaptureFixture[str]) -> None:
