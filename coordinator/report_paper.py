@@ -14,7 +14,7 @@ Tables are plain cells (:class:`PaperTable`), rendered as Markdown, LaTeX or ric
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -154,15 +154,17 @@ def problem_matrix(outcomes: Sequence[ProblemOutcome]) -> PaperTable:
                       ("Problem", *(" ".join(c) for c in cols)), rows)
 
 
-def sequential_rounds(report: RunReport) -> PaperTable | None:
+def sequential_rounds(report: RunReport,
+                      cell: Callable[[float | None], str] = _acc) -> PaperTable | None:
     """Sequential Pass@K of ``sample`` with ``rounds``: % of the named problems solved by round
-    K (the accuracy's denominator); None when no method ran in rounds."""
+    K (the accuracy's denominator), each written by ``cell``; None when no method ran in
+    rounds."""
     rows = [m for m in report.metrics if m.pass_after_round]
     if not rows:
         return None
     most = max(len(m.pass_after_round) for m in rows)
     cells = tuple((m.model, m.method, m.source, m.platform, str(m.named),
-                   *(_acc(v) for v in m.pass_after_round),
+                   *(cell(v) for v in m.pass_after_round),
                    *["-"] * (most - len(m.pass_after_round))) for m in rows)
     return PaperTable("rounds", "Sequential Pass@K: % of the named problems solved by round K",
                       ("Model", "Method", "Source", "Platform", "Named",

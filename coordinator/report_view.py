@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from coordinator.report import FUNNEL_STAGES, CostRow, PassAtK, RunReport
-from coordinator.report_paper import multi_chip_tokens, to_rich
+from coordinator.report_paper import multi_chip_tokens, sequential_rounds, to_rich
 from coordinator.track_report import render_track
 from coordinator.warning_report import render_warnings
 
@@ -64,23 +64,9 @@ def headline_table(report: RunReport) -> Table:
 
 
 def rounds_table(report: RunReport) -> Table | None:
-    """Sequential Pass@K of ``sample`` with ``rounds``: the named problems solved by round K, over
-    the same denominator as the accuracy; None when no method ran in rounds."""
-    rows = [m for m in report.metrics if m.pass_after_round]
-    if not rows:
-        return None
-    most = max(len(m.pass_after_round) for m in rows)
-    t = Table(title="sequential Pass@K: problems solved by round K, over the named problems")
-    for col in ("model", "method", "source", "platform"):
-        t.add_column(col, no_wrap=True)
-    t.add_column("named", justify="right")
-    for k in range(1, most + 1):
-        t.add_column(f"round {k}", justify="right")
-    for m in rows:
-        cells = [_pct(v) for v in m.pass_after_round]
-        t.add_row(m.model, m.method, m.source, m.platform, str(m.named),
-                  *cells, *["-"] * (most - len(cells)))
-    return t
+    """Sequential Pass@K as ``--paper`` has it, percentages written as the headline's."""
+    t = sequential_rounds(report, cell=_pct)
+    return None if t is None else to_rich(t)
 
 
 def _headline_notes(report: RunReport) -> list[RenderableType]:

@@ -31,7 +31,8 @@ from generators.providers.presets import PresetError, label, preset_endpoint
 from generators.providers.pricing import ModelPrice, PriceError, PriceTable
 
 if TYPE_CHECKING:
-    from coordinator.sweep_spec import MethodEntry, _Parser
+    from coordinator.spec_parser import SpecParser
+    from coordinator.spec_records import MethodEntry
 
 OPTION_KEYS = ("reasoning_effort", "thinking_budget", "top_p", "seed", "stop")
 MODEL_KEYS = ("name", "endpoint", "model", "base_url", "temperature", "max_tokens", "prices",
@@ -51,7 +52,7 @@ class ModelSpec:
     options: RequestOptions = RequestOptions()  # request fields sent with every call
 
 
-def parse_models(p: _Parser, value: Any, declared: list[EndpointConfig]
+def parse_models(p: SpecParser, value: Any, declared: list[EndpointConfig]
                  ) -> tuple[list[ModelSpec], list[EndpointConfig]]:
     """The models, and the endpoints: the declared ones, then those the short form made, each
     with its models' request fields attached."""
@@ -84,7 +85,7 @@ def parse_models(p: _Parser, value: Any, declared: list[EndpointConfig]
     return out, with_options
 
 
-def _endpoint_and_id(p: _Parser, t: dict[str, Any], path: str, endpoints: dict[str, EndpointConfig],
+def _endpoint_and_id(p: SpecParser, t: dict[str, Any], path: str, endpoints: dict[str, EndpointConfig],
                      declared: int) -> tuple[str, str, str]:
     """(endpoint name, model id, default label) of an entry; the short form adds its endpoint
     to ``endpoints`` (whose first ``declared`` entries are the spec's own)."""
@@ -121,7 +122,7 @@ def _endpoint_and_id(p: _Parser, t: dict[str, Any], path: str, endpoints: dict[s
     return config.name, model_id, label(model)  # never empty: it starts with the prefix
 
 
-def _options(p: _Parser, t: dict[str, Any], path: str, endpoint: EndpointConfig,
+def _options(p: SpecParser, t: dict[str, Any], path: str, endpoint: EndpointConfig,
              temperature: float | None, max_tokens: int | None) -> RequestOptions:
     """The entry's request fields, typed, checked against the endpoint's kind and Anthropic's
     rules for extended thinking."""
@@ -159,7 +160,7 @@ def _options(p: _Parser, t: dict[str, Any], path: str, endpoint: EndpointConfig,
     return options
 
 
-def check_methods(p: _Parser, models: list[ModelSpec], methods: list[MethodEntry]) -> None:
+def check_methods(p: SpecParser, models: list[ModelSpec], methods: list[MethodEntry]) -> None:
     """A trajectory method's temperatures (``temperature``, ``round_temperature``, and 0 for round 1
     of ``sample`` with ``rounds`` > 1) are sent to every model: refuse one that a model with
     Anthropic's extended thinking would refuse."""
@@ -182,7 +183,7 @@ def check_methods(p: _Parser, models: list[ModelSpec], methods: list[MethodEntry
                          "at temperature 0")
 
 
-def _one_per_model(p: _Parser, seen: dict[tuple[str, str], tuple[Any, str]], key: tuple[str, str],
+def _one_per_model(p: SpecParser, seen: dict[tuple[str, str], tuple[Any, str]], key: tuple[str, str],
                    value: Any, path: str, what: str, keys: str) -> None:
     earlier = seen.get(key)
     if earlier is not None and earlier[0] != value:
@@ -193,7 +194,7 @@ def _one_per_model(p: _Parser, seen: dict[tuple[str, str], tuple[Any, str]], key
     seen.setdefault(key, (value, path))
 
 
-def _prices(p: _Parser, value: Any, path: str, model: str) -> ModelPrice:
+def _prices(p: SpecParser, value: Any, path: str, model: str) -> ModelPrice:
     t = p.table(value, path)
     p.keys(t, path, ("prompt", "completion", "cached_prompt"), required=("prompt", "completion"))
     for key, v in t.items():

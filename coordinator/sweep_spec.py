@@ -53,12 +53,10 @@ from coordinator.spec_records import (
     SweepSpecError,
 )
 
-_Parser = SpecParser  # the name spec_models and older tests know
-
 __all__ = ["AGENT_AUTH_KEYS", "GENERATION_MODES", "MAX_RUNNERS_PER_ENDPOINT", "NAME_RE",
            "PER_PLATFORM", "SHARED", "SUITES", "AgentSpec", "Budgets", "Concurrency",
            "FleetSettings", "MethodEntry", "PlannedTrajectory", "SpecParser", "SweepSpec",
-           "SweepSpecError", "_Parser", "load_spec", "parse_spec"]
+           "SweepSpecError", "load_spec", "parse_spec"]
 
 
 # -- loading -----------------------------------------------------------------------------------

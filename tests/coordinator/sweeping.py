@@ -114,6 +114,18 @@ def kgb(*args: str, **kw: Any) -> subprocess.Popen[str]:
                             **kw)
 
 
+@contextlib.contextmanager
+def process_group(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """Whatever happens, the coordinator's process group (Ray's processes) is killed after."""
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=30)
+
+
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -11,11 +11,7 @@ version, transcript, the kernel verify saw) are in the store.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +22,7 @@ import pytest
 from coordinator.store import DB_NAME, Store
 from coordinator.sweep_spec import load_spec
 from protos.records import Status, Verdict, candidate_id
-from tests.coordinator.sweeping import kgb
+from tests.coordinator.sweeping import kgb, process_group
 from tests.coordinator.test_agent_sweep import overfit_kernel
 from tests.generators.fake_llm_server import fake_server
 
@@ -85,20 +81,8 @@ platform = "cpu"
     return path
 
 
-@contextlib.contextmanager
-def _group(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
-    """Whatever happens, the coordinator's process group (Ray's processes) is killed after."""
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=30)
-
-
 def _sweep(spec_path: Path) -> str:
-    with _group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")) as p:
+    with process_group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0", "--no-progress")) as p:
         out, _ = p.communicate(timeout=300)
     assert p.returncode == 0, out
     return out

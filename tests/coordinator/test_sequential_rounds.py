@@ -180,7 +180,7 @@ def test_kgb_report_shows_pass_after_round_in_json_and_tables(store: Store, tmp_
         assert got[("seq", source)] == pytest.approx(list(want))
     assert got[("sample", "aten")] == [] and got[("refine", ALL)] == []
     out = _report(tmp_path)
-    assert "sequential Pass@K" in out and "round 3" in out and "round 4" not in out
+    assert "Sequential Pass@K" in out and "Round 3" in out and "Round 4" not in out
     line = next(x for x in out.splitlines() if " seq " in x and " aten " in x and "16.7%" in x)
     assert [c for c in line.split() if c.endswith("%")] == ["16.7%", "50.0%", "50.0%"]
 

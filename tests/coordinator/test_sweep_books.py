@@ -16,7 +16,6 @@ which idempotency key.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -37,7 +36,14 @@ import operators
 from coordinator.store import DB_NAME, Store
 from coordinator.sweep_spec import load_spec
 from tests.coordinator.books import books
-from tests.coordinator.sweeping import address, instant_agents, kgb, wait_for, write_spec
+from tests.coordinator.sweeping import (
+    address,
+    instant_agents,
+    kgb,
+    process_group,
+    wait_for,
+    write_spec,
+)
 from tests.generators.fake_llm_server import FakeServer, fake_server
 from tests.generators.llm_helpers import wire_usage
 
@@ -128,18 +134,6 @@ def _agree(port: int, db: Path, run: str, *, counters_since: float, timeout: flo
     raise AssertionError(f"/metrics never agreed with the store: {last}")
 
 
-@contextlib.contextmanager
-def _group(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
-    """Whatever happens, the coordinator's process group (Ray's processes) is killed after."""
-    try:
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=30)
-
-
 def _cli(*args: str) -> str:
     p = kgb(*args)
     out, _ = p.communicate(timeout=120)
@@ -155,7 +149,7 @@ def test_a_kill_between_send_and_store_leaves_unconfirmed_calls_and_the_books_ba
         spec_path = _spec(tmp_path, "killed", server, agent, samples=16, concurrency=4)
         store_dir = load_spec(spec_path).store
         db = store_dir / DB_NAME
-        with _group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0",
+        with process_group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0",
                         "--no-progress")) as proc:
             port = _metrics_port(proc)
             wait_for(lambda: _stored(db, "killed")["results"] >= 4, 180, "four results")
@@ -191,7 +185,7 @@ def test_a_kill_between_send_and_store_leaves_unconfirmed_calls_and_the_books_ba
         assert report["cost_total"]["billed_calls"] == stored_before["calls"]
 
         resume_started = time.time()
-        with _group(kgb("sweep", "resume", str(store_dir), "--metrics-port", "0",
+        with process_group(kgb("sweep", "resume", str(store_dir), "--metrics-port", "0",
                         "--no-progress", "--metrics-linger", "60")) as resumed:
             port = _metrics_port(resumed)
             wait_for(lambda: _stored(db, "killed")["results"] == 16, 240, "the resume's end")
@@ -224,7 +218,7 @@ def test_no_request_reaches_the_endpoint_a_second_after_the_driver_dies(
     with fake_server({"endpoints": {"ep": {"default": limited}}}, tmp_path) as server:
         spec_path = _spec(tmp_path, "orphans", server, agent, samples=8, concurrency=4,
                           retries=100)
-        with _group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0",
+        with process_group(kgb("sweep", "run", str(spec_path), "--metrics-port", "0",
                         "--no-progress")) as proc:
             wait_for(lambda: len(server.requests()) >= 8, 180, "calls being retried")
             killed = time.time()
