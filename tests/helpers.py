@@ -73,7 +73,8 @@ def evaluate_in_process(platform: Any, op: str, source: str, *, pool_platform: A
     from protos.records import EvalRequest
 
     async def go() -> Any:
-        with tempfile.TemporaryDirectory() as root:
+        # A retired worker may still be leaving files as the pool stops: cleanup is best effort.
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as root:
             os.chmod(root, 0o711)
             pool = WorkerPool(pool_platform or CpuPlatform(), 0, 1, Path(root))
             await pool.start()
