@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -74,26 +76,50 @@ def main() -> int:
           f"({len(specs) - len(jobs)} already in {args.out})", file=sys.stderr, flush=True)
     lock = threading.Lock()
     finished = 0
+    pending = {op: d for op, d in jobs}
+    log = args.out.with_suffix(".eval.log")
+
+    def flush(op: str, d: Path) -> list[dict[str, object]]:
+        """Move one problem's verdicts so far into the shared file (caller holds the lock)."""
+        if pending.pop(op, None) is None:
+            return []
+        part = d / "verdicts.jsonl"
+        lines = [x for x in (part.read_bytes() if part.exists() else b"").splitlines(True)
+                 if x.endswith(b"\n") and x.strip()]  # a line cut short is left out
+        with args.out.open("ab") as f:
+            f.write(b"".join(lines))
+        return [orjson.loads(x) for x in lines]
 
     def run(job: tuple[str, Path]) -> None:
         nonlocal finished
         op, d = job
-        part = d / "verdicts.jsonl"
-        cmd = _kgb("eval", str(d), "--op", op, "--json", "--out", str(part))
+        cmd = _kgb("eval", str(d), "--op", op, "--json", "--out", str(d / "verdicts.jsonl"))
         cmd += ["--agent", args.agent] if args.agent else ["--platform", args.platform]
+        t0 = time.monotonic()
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        data = part.read_bytes() if part.exists() else b""
         with lock:  # one writer appends whole verdict lines to the shared file
-            with args.out.open("ab") as f:
-                f.write(data)
+            rows = flush(op, d)
             finished += 1
-            rows = [orjson.loads(x) for x in data.splitlines() if x.strip()]
-            print(f"[{finished}/{len(jobs)}] {op}: "
-                  + (", ".join(f"{Path(x.get('file', '')).stem} {x['status']}" for x in rows)
+            with log.open("ab") as f:  # each problem's own progress, for a slow or failed one
+                f.write(f"== {op} {time.monotonic() - t0:.0f} s, exit {r.returncode}\n".encode()
+                        + r.stderr[-20000:])
+            print(f"[{finished}/{len(jobs)}] {op} ({time.monotonic() - t0:.0f} s): "
+                  + (", ".join(f"{Path(str(x.get('file', ''))).stem} {x['status']}" for x in rows)
                      or f"no verdicts (kgb eval exited {r.returncode}: "
                         f"{r.stderr.decode(errors='replace')[-300:]})"),
                   file=sys.stderr, flush=True)
 
+    def stop(signum: int, frame: object) -> None:
+        """Cut short (``timeout`` sends SIGTERM): keep every verdict that arrived, so a re-run
+        resumes from it, and still print the table."""
+        with lock:
+            for op, d in list(pending.items()):
+                rows = flush(op, d)
+                print(f"[cut short] {op}: {len(rows)} verdict(s) kept", file=sys.stderr, flush=True)
+            print(table(args.out), flush=True)
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, stop)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(run, jobs))
     print(table(args.out))
