@@ -51,9 +51,14 @@ def columns(rows: list[dict]) -> dict[str, tuple[str, str, str]]:
 def table(rows: list[dict], source: str) -> str:
     """One Markdown row per problem of ``source`` (registry order): the reference's status and
     controls, its timed cases, speed-up over the baseline the verdict names, and % SOL;
-    problems without a verdict say "not run"."""
+    problems without a verdict of their current version say "not run"."""
     import operators
 
+    current = {spec.id: spec.version for spec in operators.all_specs(source=source)}
+    stale = {r["operator"]: r.get("operator_version") for r in rows
+             if r.get("operator_version") not in (None, current.get(r["operator"]))}
+    # A verdict of an older version of the problem is not today's problem's result.
+    rows = [r for r in rows if r.get("operator_version") in (None, current.get(r["operator"]))]
     cells = columns(rows)
     base = {r["operator"]: r.get("baseline") or "?" for r in rows
             if Path(r.get("file", "")).stem == "reference"}
@@ -62,7 +67,8 @@ def table(rows: list[dict], source: str) -> str:
     out = ["| problem | status | timed cases | speed-up | baseline | % SOL |",
            "|---|---|---|---|---|---|"]
     for spec in operators.all_specs(source=source):
-        status, sp, sol = cells.get(spec.id, ("not run", "—", "—"))
+        never = f"not run at v{spec.version} (v{stale[spec.id]} ran)" if spec.id in stale else "not run"
+        status, sp, sol = cells.get(spec.id, (never, "—", "—"))
         out.append(f"| `{spec.id}` | {status} | {timed.get(spec.id, '—')} | {sp} | "
                    f"{base.get(spec.id, '—')} | {sol} |")
     return "\n".join(out)
