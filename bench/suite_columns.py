@@ -14,6 +14,7 @@ import argparse
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -23,9 +24,9 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def columns(rows: list[dict]) -> dict[str, tuple[str, str, str]]:
+def columns(rows: list[dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
     """operator -> (status, speed-up, % SOL) cells."""
-    by_op: dict[str, dict[str, dict]] = {}
+    by_op: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:  # the last verdict of a file wins (a resumed run may repeat one)
         by_op.setdefault(r["operator"], {})[Path(r.get("file", "")).stem] = r
     out = {}
@@ -48,7 +49,7 @@ def columns(rows: list[dict]) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def table(rows: list[dict], source: str) -> str:
+def table(rows: list[dict[str, Any]], source: str) -> str:
     """One Markdown row per problem of ``source`` (registry order): the reference's status and
     controls, its timed cases, speed-up over the baseline the verdict names, and % SOL;
     problems without a verdict of their current version say "not run"."""
