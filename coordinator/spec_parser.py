@@ -29,6 +29,7 @@ from coordinator.spec_records import (
     FleetSettings,
     MethodEntry,
     SweepSpec,
+    SweepSpecError,
 )
 from generators import Method, MethodError, TrajectoryMethod, create, create_trajectory, method_kind
 from generators.providers.base import EndpointConfig, ProviderConfigError
@@ -251,8 +252,7 @@ class SpecParser(FieldParser):
                 options["path"] = str(self.resolve(options["path"]))
             instance = self.instantiate(name, kind, options, path)
             if "n" not in options and samples != 1 and "n" in _init_params(instance):
-                options["n"] = samples
-                instance = self.instantiate(name, kind, options, path)
+                instance = self._with_samples(name, kind, options, samples, path)
             out.append(MethodEntry(name, label, kind, tuple(sorted(options.items())), instance))
         labels = [m.label for m in out]
         for i, label in enumerate(labels):
@@ -261,6 +261,17 @@ class SpecParser(FieldParser):
                 raise self.fail(f"methods[{i}].{key}", f"duplicate method label {label!r}; give "
                                 "each use of a method its own label = \"...\"")
         return out
+
+    def _with_samples(self, name: str, kind: MethodKind, options: dict[str, Any], samples: int,
+                      path: str) -> Method | TrajectoryMethod:
+        """The method with the top-level ``samples`` as its ``n``; an error then says where that
+        n came from (the user never wrote it on the method)."""
+        options["n"] = samples
+        try:
+            return self.instantiate(name, kind, options, path)
+        except SweepSpecError as exc:
+            raise self.fail(exc.path, f"{exc.message} (n = {samples} is the top-level samples; "
+                            "set n on this method to override it)") from None
 
     def instantiate(self, name: str, kind: MethodKind, options: dict[str, Any],
                     path: str) -> Method | TrajectoryMethod:

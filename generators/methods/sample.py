@@ -64,6 +64,11 @@ class SampleMethod(TrajectoryMethod):
         if rounds == 1 and round_temperature is not None:
             raise MethodError("sample: round_temperature has no effect with a single round (it is "
                               "the temperature of round 2 on)")
+        if rounds > 1 and n > 1:
+            raise MethodError(f"sample: n = {n} with more than one round sends round 1, a "
+                              f"temperature-0 request, {n} times for the same answer (and pays "
+                              f"{n} times); sequential Pass@K is one chain per problem: keep n = 1, "
+                              "or sample n at a temperature in a single round")
         if rounds == 1 and feedback:
             raise MethodError("sample: feedback has no effect with a single round (it goes to "
                               "round 2 on)")

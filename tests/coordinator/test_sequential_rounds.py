@@ -61,11 +61,20 @@ def _spec(options: str, extra: str = "") -> str:
     ("rounds = 1\nfeedback = true", "methods[0].feedback"),
     ("rounds = 1\nround_temperature = 0.7", "methods[0].round_temperature"),
     ("round = 3", "methods[0].round"),
+    ("rounds = 3\nn = 4", "methods[0].n"),  # n chains would pay n times for round 1
 ])
 def test_bad_round_options_name_their_key(options: str, path: str) -> None:
     with pytest.raises(SweepSpecError) as info:
         parse_spec(_spec(options), "sweep.toml")
     assert info.value.path == path, str(info.value)
+
+
+def test_top_level_samples_with_rounds_is_refused_saying_where_n_came_from() -> None:
+    with pytest.raises(SweepSpecError) as info:
+        parse_spec("samples = 3\n" + _spec("rounds = 2"), "sweep.toml")
+    assert info.value.path == "methods[0].n" and "top-level samples" in info.value.message
+    spec = parse_spec("samples = 3\n" + _spec("rounds = 2\nn = 1"), "sweep.toml")
+    assert spec.methods[0].instance.n == 1  # type: ignore[union-attr]
 
 
 def test_round_options_reach_the_method() -> None:

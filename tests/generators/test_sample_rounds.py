@@ -193,6 +193,7 @@ def test_rounds_without_an_evaluator_is_refused_before_any_call(tmp_path: Path) 
     ({"rounds": 2, "round_temperature": "hot"}, "round_temperature"),
     ({"rounds": 2, "feedback": "yes"}, "feedback"), ({"rounds": 2, "feedback": 1}, "feedback"),
     ({"round_temperature": 0.7}, "round_temperature"), ({"rounds": 1, "feedback": True}, "feedback"),
+    ({"rounds": 2, "n": 3}, "n"),  # n chains would each pay for the same temperature-0 round 1
 ])
 def test_bad_round_options_are_refused_naming_the_key(options: dict[str, Any], key: str) -> None:
     with pytest.raises(MethodError) as info:
