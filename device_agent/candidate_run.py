@@ -42,7 +42,6 @@ from device_agent.protocol import (
     StartTiming,
     Stop,
     Timed,
-    TimingError,
     Unexpected,
     Upload,
     Uploaded,
@@ -134,9 +133,7 @@ class CandidateRun:
             return self._failed(exc.failure)
         except harness_faults.HarnessFault as exc:  # the agent's own checks of a case
             await self._stop()
-            log.warning("%s %s: %s", self.p.spec.ref, self.p.candidate_hash[:12], exc)
-            return self.verdict(Status.INFRA_ERROR, exc.describe(), cases=tuple(self.results),
-                                log=_tail(exc.trace()))
+            return self._harness_verdict(exc.describe(), exc.trace())
 
     # ---- load ------------------------------------------------------------------------------------
     async def _hand_over(self) -> None:
@@ -443,8 +440,10 @@ class CandidateRun:
                                 log=_tail(failure.traceback))
         if isinstance(failure, CaseError):
             return self._case_failed(failure)
-        if failure.harness_fault is not None:
-            return self._harness_failed(failure)
+        if failure.harness_fault is not None:  # the worker's harness code, while timing
+            name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
+            return self._harness_verdict(harness_faults.describe(
+                failure.harness_fault, f"timing case {name}", failure.message), failure.traceback)
         if failure.toolchain_stage is not None:
             return self._toolchain_verdict(
                 toolchain_faults.raised(failure.toolchain_stage, failure.message), "timing",
@@ -452,16 +451,11 @@ class CandidateRun:
         return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {failure.message}",
                             cases=tuple(self.results), log=_tail(failure.traceback))
 
-    def _harness_failed(self, failure: TimingError) -> Verdict:
-        """The worker's harness code (inputs, baseline, reference, checker) raised while timing:
-        the system's failure, whatever the candidate did before."""
-        bench = self.p.spec.benchmark_cases()
-        name = bench[failure.index].name if 0 <= failure.index < len(bench) else failure.index
-        message = harness_faults.describe(failure.harness_fault or "", f"timing case {name}",
-                                          failure.message)
+    def _harness_verdict(self, message: str, trace: str) -> Verdict:
+        """The harness's own code failed: the system's, whatever the candidate did before."""
         log.warning("%s %s: %s", self.p.spec.ref, self.p.candidate_hash[:12], message)
         return self.verdict(Status.INFRA_ERROR, message, cases=tuple(self.results),
-                            log=_tail(failure.traceback))
+                            log=_tail(trace))
 
     def _case_failed(self, error: CaseError) -> Verdict:
         name = self.p.names[error.index]

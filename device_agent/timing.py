@@ -391,8 +391,7 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
         return lambda: spec.baseline(c)
 
     # Warm-up: compilation, autotuning and first-call costs stay out of the samples. The
-    # candidate's work is waited for before the baseline's: a device fault of its kernels
-    # surfaces as its own, not inside the baseline (the harness's, see harness_faults).
+    # candidate's work is waited for first: its device faults surface as its own, not the baseline's.
     for _ in range(2):
         with candidate_code():
             candidate_call(cand_sets[0])()
@@ -412,12 +411,9 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
             c = (cand_sets if which == "A" else base_sets)[k % n_sets]
             timer.clear_l2(flush)
             timer.sync()
-            if which == "A":
-                with candidate_code():
-                    round_.append(timer.time_us(candidate_call(c)))
-            else:  # outside the timed call: what the baseline raises is the harness's
-                with blamed("baseline", sets.case.name):
-                    round_.append(timer.time_us(baseline_call(c)))
+            # Outside the timed call: what raises is the candidate's, or the baseline's fault.
+            with candidate_code() if which == "A" else blamed("baseline", sets.case.name):
+                round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
         throttled = throttled or timer.throttled()
         if k % 8 == 0:  # NVML reads cost ~100 us: sample every eighth round
             clock, temp = timer.readings()
@@ -490,16 +486,13 @@ def recheck(spec: OperatorSpec, case: Case, source: Call, fn: Callable[..., Any]
     return Recheck(None, device_time)
 
 
-def _reference(spec: OperatorSpec, case: Case, source: Call,
-               device: str) -> tuple[Expected, ...]:
-    """The reference's outputs on ``source``: on ``device`` where it can, else on the host.
-    What it raises on the host is the harness's fault (:mod:`device_agent.harness_faults`)."""
+def _reference(spec: OperatorSpec, case: Case, source: Call, device: str) -> tuple[Expected, ...]:
+    """The reference on ``source``, on ``device`` where it can, else on the host (a fault there
+    is the harness's)."""
     if spec.kind is not Kind.RANDOM:  # distribution judges work on host tensors
         try:
-            return tuple(spec.reference(prepare(source, device)))
+            return spec.reference(prepare(source, device))
         except Exception:  # noqa: BLE001 - a reference that needs host tensors
             pass
-    with blamed("input upload", case.name):
-        on_host = prepare(source, "cpu")
     with blamed("reference", case.name):
-        return tuple(spec.reference(on_host))
+        return spec.reference(prepare(source, "cpu"))
