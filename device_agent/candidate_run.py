@@ -42,6 +42,7 @@ from device_agent.protocol import (
     StartTiming,
     Stop,
     Timed,
+    TimingError,
     Unexpected,
     Upload,
     Uploaded,
@@ -441,14 +442,25 @@ class CandidateRun:
         if isinstance(failure, CaseError):
             return self._case_failed(failure)
         if failure.harness_fault is not None:  # the worker's harness code, while timing
-            name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
-            return self._harness_verdict(harness_faults.describe(
-                failure.harness_fault, f"timing case {name}", failure.message), failure.traceback)
+            return self._claimed_harness_fault(failure)
         if failure.toolchain_stage is not None:
             return self._toolchain_verdict(
                 toolchain_faults.raised(failure.toolchain_stage, failure.message), "timing",
                 failure.traceback)
         return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {failure.message}",
+                            cases=tuple(self.results), log=_tail(failure.traceback))
+
+    def _claimed_harness_fault(self, failure: TimingError) -> Verdict:
+        """The worker says its harness code raised while timing. The worker is the candidate's
+        process, so the claim cannot clear the candidate (a hostile one would claim it to leave
+        its failure unscored): it stays the candidate's RUNTIME_ERROR, with the part named for
+        the problem's author, and the agent logs it as a likely harness bug."""
+        name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
+        told = harness_faults.describe(failure.harness_fault or "", f"timing case {name}",
+                                       failure.message)
+        log.warning("%s %s: worker reports a harness fault: %s", self.p.spec.ref,
+                    self.p.candidate_hash[:12], told)
+        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {harness_faults.unverified(told)}",
                             cases=tuple(self.results), log=_tail(failure.traceback))
 
     def _harness_verdict(self, message: str, trace: str) -> Verdict:

@@ -3,10 +3,11 @@
 A failing candidate is a result; a failing harness is the system's (docs/architecture.md). The
 problem's input generation, reference and baseline, the harness's copies of inputs and the
 output checker run next to the candidate, on the agent and in the worker while timing; what they
-raise goes through :func:`blamed` as a :class:`HarnessFault`, which a run turns into an
-``INFRA_ERROR`` verdict naming the part and its exception (the worker reports the part in
-``TimingError.harness_fault``), never into the candidate's ``RUNTIME_ERROR`` or
-``WRONG_ANSWER``.
+raise goes through :func:`blamed` as a :class:`HarnessFault`. On the agent (trusted) a run turns
+it into an ``INFRA_ERROR`` verdict naming the part and its exception, never the candidate's
+``RUNTIME_ERROR`` or ``WRONG_ANSWER``. In the worker while timing, the worker reports the part in
+``TimingError.harness_fault``; the worker is the candidate's process, so that report only names
+the part in the candidate's ``RUNTIME_ERROR`` (:func:`unverified`) and in the agent's log.
 """
 
 from __future__ import annotations
@@ -69,10 +70,22 @@ def candidate_code() -> Iterator[None]:
             from None
 
 
+def unverified(described: str) -> str:
+    """:func:`describe`'s message for a fault only the worker reports (the candidate's process:
+    its word cannot make the verdict the system's)."""
+    return described.replace(_NOT_THE_CANDIDATE, "the worker reports the harness failed (unverified: "
+                             "the worker runs the candidate, so this stays the candidate's result)"
+                             ).replace(_NOT_JUDGED, "")
+
+
+_NOT_THE_CANDIDATE = "the harness failed, not the candidate"
+_NOT_JUDGED = " (the candidate was not judged)"
+
+
 def describe(part: str, where: str, error: str) -> str:
     """The verdict's message: where, which part of the harness, its exception. ``part`` may come
     from a worker (untrusted): an unknown one is shown clipped."""
     what = PARTS.get(part, f"the harness ({part[:40]!r})")
     prefix = f"{where}: " if where else ""
-    return (f"{prefix}the harness failed, not the candidate: {what} raised {error}; the problem's "
-            "code or the harness needs fixing (the candidate was not judged)")[:1500]
+    return (f"{prefix}{_NOT_THE_CANDIDATE}: {what} raised {error}; the problem's code or the "
+            f"harness needs fixing{_NOT_JUDGED}")[:1500]
