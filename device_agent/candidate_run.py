@@ -3,7 +3,8 @@
 The agent's side of a job (the worker's is ``device_agent.sandboxed_job``). Every report comes
 through the worker's :class:`~device_agent.protocol.WorkerChannel`; every way a report can be
 wrong (late, forged, malformed, unexpected, a failure of the candidate's code, a dead worker)
-becomes the candidate's verdict in :meth:`CandidateRun.run`, the one place that maps them.
+becomes the candidate's verdict in :meth:`CandidateRun.run`, the one place that maps them; a
+failure of the harness's own code (:mod:`device_agent.harness_faults`) becomes ``INFRA_ERROR``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from device_agent import judging, toolchain_faults
+from device_agent import harness_faults, judging, toolchain_faults
 from device_agent.case_inputs import Prepared
 from device_agent.codec import CodecError
 from device_agent.protocol import (
@@ -41,6 +42,7 @@ from device_agent.protocol import (
     StartTiming,
     Stop,
     Timed,
+    TimingError,
     Unexpected,
     Upload,
     Uploaded,
@@ -130,6 +132,9 @@ class CandidateRun:
             return self.verdict(Status.RUNTIME_ERROR, str(exc))
         except WorkerFailed as exc:
             return self._failed(exc.failure)
+        except harness_faults.HarnessFault as exc:  # the agent's own checks of a case
+            await self._stop()
+            return self._harness_verdict(exc.describe(), exc.trace())
 
     # ---- load ------------------------------------------------------------------------------------
     async def _hand_over(self) -> None:
@@ -209,36 +214,39 @@ class CandidateRun:
                           unstable: list[Finding]) -> Verdict | None:
         p, i, layers = self.p, asked.index, self.h.layers
         findings = judging.runtime_findings(p, i, out, layers)
-        findings += await self._host_check(judging.ghost_findings, p, i, out, layers)
+        findings += await self._host_check(judging.ghost_findings, i, out, layers)
         if findings:
             await self._stop()
             return self.verdict(Status.CHEAT_DETECTED,
                                 " ; ".join(f.evidence for f in findings)[:1500],
                                 cases=tuple(self.results), findings=findings)
-        result = await self._host_check(judging.check_case, p, i, out)
+        result = await self._host_check(judging.check_case, i, out)
         self.results.append(result)
-        launchless = judging.launches_finding(p, i, out, layers) if result.passed else None
+        with harness_faults.blamed("checker", f"case {p.names[i]}"):
+            launchless = judging.launches_finding(p, i, out, layers) if result.passed else None
         if launchless is not None:
             await self._stop()
             return self.verdict(Status.CHEAT_DETECTED, launchless.evidence[:1500],
                                 cases=tuple(self.results), findings=(launchless,))
         if result.passed and asked.repeat:
-            differs = await self._host_check(judging.determinism_finding, p, i, out)
+            differs = await self._host_check(judging.determinism_finding, i, out)
             if differs is not None:
                 unstable.append(differs)
         if result.passed and asked.replay is not None:
-            stale = await self._host_check(judging.replay_finding, p, i, out)
+            stale = await self._host_check(judging.replay_finding, i, out)
             if stale is not None:
                 unstable.append(stale)
         return None
 
-    async def _host_check(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """The agent's own comparison of a case: its time is the agent's load, not the
-        candidate's, so it extends the stage's deadline (as waiting for the device does); the
-        request's own deadline still bounds it."""
+    async def _host_check(self, fn: Callable[..., _T], i: int, *args: Any) -> _T:
+        """The agent's own comparison of case ``i`` (``fn(p, i, *args)``): its time is the
+        agent's load, not the candidate's, so it extends the stage's deadline (as waiting for
+        the device does); the request's own deadline still bounds it. What it raises is the
+        checker's fault, never the candidate's."""
         began = time.monotonic()
         try:
-            return await self.h.host.check(fn, *args)
+            with harness_faults.blamed("checker", f"case {self.p.names[i]}"):
+                return await self.h.host.check(fn, self.p, i, *args)
         finally:
             self.clock.extend(time.monotonic() - began)
 
@@ -433,12 +441,33 @@ class CandidateRun:
                                 log=_tail(failure.traceback))
         if isinstance(failure, CaseError):
             return self._case_failed(failure)
+        if failure.harness_fault is not None:  # the worker's harness code, while timing
+            return self._claimed_harness_fault(failure)
         if failure.toolchain_stage is not None:
             return self._toolchain_verdict(
                 toolchain_faults.raised(failure.toolchain_stage, failure.message), "timing",
                 failure.traceback)
         return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {failure.message}",
                             cases=tuple(self.results), log=_tail(failure.traceback))
+
+    def _claimed_harness_fault(self, failure: TimingError) -> Verdict:
+        """The worker says its harness code raised while timing. The worker is the candidate's
+        process, so the claim cannot clear the candidate (a hostile one would claim it to leave
+        its failure unscored): it stays the candidate's RUNTIME_ERROR, with the part named for
+        the problem's author, and the agent logs it as a likely harness bug."""
+        name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
+        told = harness_faults.describe(failure.harness_fault or "", f"timing case {name}",
+                                       failure.message)
+        log.warning("%s %s: worker reports a harness fault: %s", self.p.spec.ref,
+                    self.p.candidate_hash[:12], told)
+        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {harness_faults.unverified(told)}",
+                            cases=tuple(self.results), log=_tail(failure.traceback))
+
+    def _harness_verdict(self, message: str, trace: str) -> Verdict:
+        """The harness's own code failed: the system's, whatever the candidate did before."""
+        log.warning("%s %s: %s", self.p.spec.ref, self.p.candidate_hash[:12], message)
+        return self.verdict(Status.INFRA_ERROR, message, cases=tuple(self.results),
+                            log=_tail(trace))
 
     def _case_failed(self, error: CaseError) -> Verdict:
         name = self.p.names[error.index]

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from device_agent.harness_faults import blamed
 from operators.checking import check, poison_value
 from operators.spec import Call, Expected, Kind, OperatorSpec, PointerArray, Tier
 
@@ -81,16 +82,22 @@ class CaseInputs:
             with self._lock:
                 hit = self.cache.pop(spec.ref, None)
             if hit is None:
-                hit = []
-                for c in spec.public_cases(self.tier):
-                    call = spec.make_call(c, torch.Generator().manual_seed(public_seed(spec, c.name)))
-                    hit.append((c, call, spec.reference(call)))
+                hit = self._make_public(spec)
             with self._lock:
                 self.cache[spec.ref] = hit  # most recently used last
                 while (len(self.cache) > 1
                        and sum(_entry_bytes(v) for v in self.cache.values()) > self.cache_bytes):
                     self.cache.pop(next(iter(self.cache)))
             return hit
+
+    def _make_public(self, spec: OperatorSpec) -> list[PublicCase]:
+        made: list[PublicCase] = []
+        with blamed("input generation", "the public cases"):
+            cases = list(spec.public_cases(self.tier))
+        for c in cases:
+            seed = public_seed(spec, c.name)
+            made.append((c, *_made(spec, c, torch.Generator().manual_seed(seed), f"case {c.name}")))
+        return made
 
     def prepare(self, spec: OperatorSpec, chash: str, text: str,
                 public_only: bool = False) -> Prepared:
@@ -103,13 +110,15 @@ class CaseInputs:
                      hidden=[False] * len(public), case_objs=[c for c, _, _ in public])
         seeds = [public_seed(spec, c.name) for c, _, _ in public]
         hseed = hidden_seed(self.secret, spec, chash)
-        hidden = () if public_only else spec.hidden_cases(random.Random(hseed), self.tier)
+        with blamed("input generation", "the hidden cases"):
+            hidden = [] if public_only else list(spec.hidden_cases(random.Random(hseed), self.tier))
         for i, c in enumerate(hidden):
             seed = (hseed + 7919 * (i + 1)) & ((1 << 62) - 1)
-            call = spec.make_call(c, torch.Generator().manual_seed(seed))
+            name = f"hidden#{len(p.names)}"  # a hidden case's own name is no one's business
+            call, expected = _made(spec, c, torch.Generator().manual_seed(seed), f"case {name}")
             p.calls.append(call)
-            p.expected.append(spec.reference(call))
-            p.names.append(f"hidden#{len(p.names)}")
+            p.expected.append(expected)
+            p.names.append(name)
             p.hidden.append(True)
             p.case_objs.append(c)
             seeds.append(seed)
@@ -119,24 +128,40 @@ class CaseInputs:
         return p
 
 
+def _made(spec: OperatorSpec, case: Any, generator: torch.Generator,
+          where: str) -> tuple[Call, tuple[Expected, ...]]:
+    """A case's call and its expected outputs: the problem's own code, whose exceptions are
+    the harness's (:mod:`device_agent.harness_faults`)."""
+    with blamed("input generation", where):
+        call = spec.make_call(case, generator)
+    with blamed("reference", where):
+        return call, spec.reference(call)
+
+
 def _probes(p: Prepared) -> frozenset[int]:
     if p.spec.kind is Kind.RANDOM:  # probed for fresh samples on a second call
         return frozenset([i for i in range(len(p.calls))
                           if all(e.judge is not None and e.value.numel() >= RANDOM_PROBE_MIN
                                  for e in p.expected[i])][:PROBED_CASES])
     # The first PROBED_CASES informative cases (each test compares a whole output).
-    return frozenset(itertools.islice(
-        (i for i in range(len(p.calls))
-         if informative(p.spec, p.case_objs[i], p.calls[i], p.expected[i])), PROBED_CASES))
+    with blamed("checker", "choosing the probed cases"):
+        return frozenset(itertools.islice(
+            (i for i in range(len(p.calls))
+             if informative(p.spec, p.case_objs[i], p.calls[i], p.expected[i])), PROBED_CASES))
 
 
 def _replays(p: Prepared, seeds: list[int]) -> dict[int, tuple[Call, tuple[Expected, ...]]]:
     replays = {}
     for i in sorted(p.probes):
-        alt = p.spec.make_call(p.case_objs[i], torch.Generator().manual_seed(seeds[i] ^ 0x5EED_5EED))
-        if _same_layout(alt, p.calls[i]):
+        where = f"case {p.names[i]}'s replay"
+        with blamed("input generation", where):
+            alt = p.spec.make_call(p.case_objs[i],
+                                   torch.Generator().manual_seed(seeds[i] ^ 0x5EED_5EED))
+            same = _same_layout(alt, p.calls[i])
+        if same:
             alt = replay_call(p.calls[i], alt)
-            replays[i] = (alt, p.spec.reference(alt))
+            with blamed("reference", where):
+                replays[i] = (alt, p.spec.reference(alt))
     return replays
 
 

@@ -10,7 +10,8 @@ Stages (each with its own deadline, all ending before the client's):
 5. timing   — under the device's exclusive timing lock, candidate vs baseline (``timing_s``)
 
 Stages 1, 2 and the queue are here; 3-5 are one candidate's run on its worker
-(``device_agent.candidate_run``). Candidate failures become verdicts; only request errors raise
+(``device_agent.candidate_run``). Candidate failures become verdicts, and so do the harness's own
+(``INFRA_ERROR``, :mod:`device_agent.harness_faults`); only request errors raise
 (:class:`InvalidRequest`).
 """
 
@@ -28,6 +29,7 @@ import operators
 from device_agent import static_policy
 from device_agent.candidate_run import CandidateRun
 from device_agent.case_inputs import CaseInputs, Prepared
+from device_agent.harness_faults import HarnessFault
 from device_agent.host_work import HostBudget, HostWork
 from device_agent.launchers import LauncherBuilder
 from device_agent.layers import LAYERS as _LAYER_DOCS
@@ -281,8 +283,12 @@ class Evaluator:
             return verdict(Status.INFRA_ERROR, NO_WORKER)
         try:
             stages.enter("inputs")
-            prepared = await self.host.prepare(self.inputs.prepare, spec, chash, text,
-                                               req.public_only)
+            try:
+                prepared = await self.host.prepare(self.inputs.prepare, spec, chash, text,
+                                                   req.public_only)
+            except HarnessFault as exc:  # the problem's code failed: the system's, not the model's
+                log.warning("%s: making the cases failed: %s", spec.ref, exc)
+                return verdict(Status.INFRA_ERROR, exc.describe(), log=exc.trace())
             stages.report(Stage.QUEUED)
             return await self._on_a_worker(prepared, req, deadline, t0, verdict, stages)
         finally:

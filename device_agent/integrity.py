@@ -76,7 +76,8 @@ HARNESS_MODULES = ("device_agent.timing", "device_agent.sandboxed_worker",
                    "device_agent.sandboxed_job", "device_agent.protocol",
                    "device_agent.wire_records", "device_agent.codec",
                    "device_agent.integrity", "device_agent.triton_hooks",
-                   "device_agent.dispatch_guard", "operators.invoke", "operators.checking")
+                   "device_agent.dispatch_guard", "device_agent.harness_faults",
+                   "operators.invoke", "operators.checking")
 
 
 @dataclass(frozen=True)

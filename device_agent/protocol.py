@@ -294,6 +294,9 @@ class TimingError(Message):
     message: str
     traceback: str
     toolchain_stage: str | None = None  # raised inside the platform's compiler, in this stage
+    # Raised by this part of the harness's own code (device_agent.harness_faults.PARTS), not by
+    # the candidate's: the verdict is INFRA_ERROR.
+    harness_fault: str | None = None
 
 
 Command = (DeviceGranted | Job | CheckCase | RunCase | Stop | StartTiming | BuildInputs | Upload

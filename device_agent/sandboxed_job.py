@@ -26,6 +26,7 @@ from device_agent import dry_run, integrity, launchers, triton_hooks
 from device_agent import resample as resample_probe
 from device_agent.codec import CodecError, to_host
 from device_agent.dispatch_guard import DispatchGuard
+from device_agent.harness_faults import HarnessFault
 from device_agent.platforms.toolchain import stage_of_exception
 from device_agent.protocol import (
     AgentChannel,
@@ -240,9 +241,16 @@ class _Candidate:
     def attempt(self, index: int, step: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
         """``step(*args, **kwargs)`` for timing case ``index``; whatever it raises (the
         candidate's code runs there) is reported as the case's timing error, and the result
-        is None."""
+        is None. What the harness's own code raised there is reported as such while the
+        harness is intact (a candidate that changed it owns what then fails)."""
         try:
             return step(*args, **kwargs)
+        except HarnessFault as fault:
+            exc = fault.cause
+            self.ch.send(TimingError(index=index, message=describe(exc, 1000),
+                                     traceback=traceback_of(exc),
+                                     harness_fault=None if self.tampering() else fault.part))
+            return None
         except BaseException as exc:  # noqa: BLE001
             self.ch.send(TimingError(index=index, message=describe(exc, 1000),
                                      traceback=traceback_of(exc),

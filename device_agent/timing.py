@@ -18,10 +18,11 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from device_agent import triton_hooks
+from device_agent.harness_faults import blamed, candidate_code
 from device_agent.profiling import DeviceTime, attribute, profiled
 from operators.checking import check
 from operators.invoke import collect, from_wire, invoke, poison, prepare, wire_output
-from operators.spec import Call, Case, Kind, OperatorSpec, PointerArray
+from operators.spec import Call, Case, Expected, Kind, OperatorSpec, PointerArray
 
 MIN_SAMPLES = 10
 MAX_SAMPLES = 400
@@ -220,10 +221,11 @@ def build_sets(spec: OperatorSpec, case: Case, *, seed: int, l2_bytes: int,
 
 def _make_sets(spec: OperatorSpec, case: Case, seed: int, l2_bytes: int,
                generator: Callable[[int], torch.Generator]) -> list[Call]:
-    first = spec.make_call(case, generator(seed))
-    set_bytes = max(1, _call_bytes(first))
-    n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
-    return [first] + [spec.make_call(case, generator(seed + k)) for k in range(1, n_sets)]
+    with blamed("input generation", case.name):
+        first = spec.make_call(case, generator(seed))
+        set_bytes = max(1, _call_bytes(first))
+        n_sets = max(2, min(MAX_SETS, math.ceil(2 * l2_bytes / set_bytes)))
+        return [first] + [spec.make_call(case, generator(seed + k)) for k in range(1, n_sets)]
 
 
 def upload_sets(spec: OperatorSpec, case: Case, source: list[Call], *, device: str,
@@ -234,12 +236,13 @@ def upload_sets(spec: OperatorSpec, case: Case, source: list[Call], *, device: s
     copies (a candidate that writes its inputs cannot slow or speed the baseline); set 0 is
     copied first, before anything runs on it, for :func:`recheck`. Device memory: two rotations,
     plus set 0 when small. The caller drops its reference to ``source``."""
-    # Where the candidate runs on copies, set 0 as built is already out of its reach.
-    pristine = _pristine(source[0], device) if _as_made(source[0], device) else source[0]
-    base_sets = [prepare(c, device) for c in source]
-    cand_sets = [_adopt(c, device) for c in source]
-    flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
-    timer.sync()
+    with blamed("input upload", case.name):
+        # Where the candidate runs on copies, set 0 as built is already out of its reach.
+        pristine = _pristine(source[0], device) if _as_made(source[0], device) else source[0]
+        base_sets = [prepare(c, device) for c in source]
+        cand_sets = [_adopt(c, device) for c in source]
+        flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+        timer.sync()
     return TimingSets(spec, case, device, timer, l2_bytes, cand_sets, base_sets, flush, pristine)
 
 
@@ -387,11 +390,15 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
     def baseline_call(c: Call) -> Callable[[], Any]:
         return lambda: spec.baseline(c)
 
-    # Warm-up: compilation, autotuning and first-call costs stay out of the samples.
+    # Warm-up: compilation, autotuning and first-call costs stay out of the samples. The
+    # candidate's work is waited for first: its device faults surface as its own, not the baseline's.
     for _ in range(2):
-        candidate_call(cand_sets[0])()
-        baseline_call(base_sets[0])()
-    timer.sync()
+        with candidate_code():
+            candidate_call(cand_sets[0])()
+            timer.sync()
+        with blamed("baseline", sets.case.name):
+            baseline_call(base_sets[0])()
+            timer.sync()
 
     got = _Samples()
     deadline = time.perf_counter() + budget_s
@@ -404,7 +411,9 @@ def measure(sets: TimingSets, fn: Callable[..., Any], *, budget_s: float) -> Mea
             c = (cand_sets if which == "A" else base_sets)[k % n_sets]
             timer.clear_l2(flush)
             timer.sync()
-            round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
+            # Outside the timed call: what raises is the candidate's, or the baseline's fault.
+            with candidate_code() if which == "A" else blamed("baseline", sets.case.name):
+                round_.append(timer.time_us(candidate_call(c) if which == "A" else baseline_call(c)))
         throttled = throttled or timer.throttled()
         if k % 8 == 0:  # NVML reads cost ~100 us: sample every eighth round
             clock, temp = timer.readings()
@@ -450,32 +459,40 @@ def recheck(spec: OperatorSpec, case: Case, source: Call, fn: Callable[..., Any]
     the reference on its host cost seconds per case. These inputs are no secret (the worker made
     them), and the reference and check functions are among the primitives whose identity the
     integrity layer verifies. The reference runs on the device where it can, else on the host."""
-    call = prepare(source, device)
+    with blamed("input upload", case.name):
+        call = prepare(source, device)
     device_time = None
-    if own_module is None:
-        result = invoke(fn, call)
-    else:
-        timer.sync()  # the copies prepare queued are not the call's device time
-        triton_hooks.start_recording()
-        result, activities = profiled(lambda: invoke(fn, call), device)
-        if activities is not None:
-            device_time = attribute(activities, triton_hooks.kernels_of(own_module))
-    timer.sync()
-    outputs = [from_wire(wire_output(o)) for o in collect(call, result)]
-    expected = None
-    if spec.kind is not Kind.RANDOM:  # distribution judges work on host tensors
-        try:
-            expected = spec.reference(prepare(source, device))
-        except Exception:  # noqa: BLE001 - a reference that needs host tensors
-            expected = None
-    if expected is None:
-        expected = spec.reference(prepare(source, "cpu"))
+    with candidate_code():
+        if own_module is None:
+            result = invoke(fn, call)
+        else:
+            timer.sync()  # the copies prepare queued are not the call's device time
+            triton_hooks.start_recording()
+            result, activities = profiled(lambda: invoke(fn, call), device)
+            if activities is not None:
+                device_time = attribute(activities, triton_hooks.kernels_of(own_module))
+        timer.sync()
+        outputs = [from_wire(wire_output(o)) for o in collect(call, result)]
+    expected = _reference(spec, case, source, device)
     if len(outputs) != len(expected):
         return Recheck(f"{case.name}: {len(outputs)} outputs came back from the call after "
                        "timing", device_time)
     for o, got, exp in zip(call.outputs, outputs, expected, strict=True):
-        m = check(got, exp, spec.tolerance(case, exp.dtype))
+        with blamed("checker", case.name):
+            m = check(got, exp, spec.tolerance(case, exp.dtype))
         if m is not None:
             return Recheck((f"{case.name}: after timing, {o.describe()} differs from the "
                             f"reference: {m.summary}")[:1500], device_time)
     return Recheck(None, device_time)
+
+
+def _reference(spec: OperatorSpec, case: Case, source: Call, device: str) -> tuple[Expected, ...]:
+    """The reference on ``source``, on ``device`` where it can, else on the host (a fault there
+    is the harness's)."""
+    if spec.kind is not Kind.RANDOM:  # distribution judges work on host tensors
+        try:
+            return spec.reference(prepare(source, device))
+        except Exception:  # noqa: BLE001 - a reference that needs host tensors
+            pass
+    with blamed("reference", case.name):
+        return spec.reference(prepare(source, "cpu"))

@@ -1,0 +1,91 @@
+"""Faults of the harness itself, told apart from the candidate's.
+
+A failing candidate is a result; a failing harness is the system's (docs/architecture.md). The
+problem's input generation, reference and baseline, the harness's copies of inputs and the
+output checker run next to the candidate, on the agent and in the worker while timing; what they
+raise goes through :func:`blamed` as a :class:`HarnessFault`. On the agent (trusted) a run turns
+it into an ``INFRA_ERROR`` verdict naming the part and its exception, never the candidate's
+``RUNTIME_ERROR`` or ``WRONG_ANSWER``. In the worker while timing, the worker reports the part in
+``TimingError.harness_fault``; the worker is the candidate's process, so that report only names
+the part in the candidate's ``RUNTIME_ERROR`` (:func:`unverified`) and in the agent's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Iterator
+
+# The parts of the harness whose exceptions are the harness's, as a verdict names them.
+PARTS: dict[str, str] = {
+    "input generation": "the problem's input generation (make_call)",
+    "input upload": "the harness's copies of the inputs",
+    "reference": "the problem's reference",
+    "baseline": "the problem's baseline",
+    "checker": "the output checker (operators.checking)",
+}
+TRACEBACK_LIMIT = 6000
+
+
+class HarnessFault(Exception):
+    """``part`` of the harness raised ``cause`` at ``where`` (a case, say)."""
+
+    def __init__(self, part: str, where: str, cause: BaseException) -> None:
+        super().__init__(f"{where}: {part}: {type(cause).__name__}: {cause}")
+        self.part = part
+        self.where = where
+        self.cause = cause
+
+    def describe(self) -> str:
+        return describe(self.part, self.where, f"{type(self.cause).__name__}: {self.cause}")
+
+    def trace(self) -> str:
+        c = self.cause
+        return "".join(traceback.format_exception(type(c), c, c.__traceback__))[-TRACEBACK_LIMIT:]
+
+
+@contextlib.contextmanager
+def blamed(part: str, where: str = "") -> Iterator[None]:
+    """What raises inside is ``part`` of the harness failing: a :class:`HarnessFault` (one
+    raised already, by a part inside, keeps its own part)."""
+    if part not in PARTS:
+        raise ValueError(f"unknown harness part {part!r}")
+    try:
+        yield
+    except HarnessFault:
+        raise
+    except Exception as exc:
+        raise HarnessFault(part, where, exc) from exc
+
+
+@contextlib.contextmanager
+def candidate_code() -> Iterator[None]:
+    """The candidate's code runs inside: a :class:`HarnessFault` out of it (raised by the
+    candidate itself, or by harness code it called) is the candidate's exception, never the
+    harness's fault."""
+    try:
+        yield
+    except HarnessFault as fault:
+        raise RuntimeError(f"the candidate's code raised the harness's fault type ({fault})") \
+            from None
+
+
+def unverified(described: str) -> str:
+    """:func:`describe`'s message for a fault only the worker reports (the candidate's process:
+    its word cannot make the verdict the system's)."""
+    return described.replace(_NOT_THE_CANDIDATE, "the worker reports the harness failed (unverified: "
+                             "the worker runs the candidate, so this stays the candidate's result)"
+                             ).replace(_NOT_JUDGED, "")
+
+
+_NOT_THE_CANDIDATE = "the harness failed, not the candidate"
+_NOT_JUDGED = " (the candidate was not judged)"
+
+
+def describe(part: str, where: str, error: str) -> str:
+    """The verdict's message: where, which part of the harness, its exception. ``part`` may come
+    from a worker (untrusted): an unknown one is shown clipped."""
+    what = PARTS.get(part, f"the harness ({part[:40]!r})")
+    prefix = f"{where}: " if where else ""
+    return (f"{prefix}{_NOT_THE_CANDIDATE}: {what} raised {error}; the problem's code or the "
+            f"harness needs fixing{_NOT_JUDGED}")[:1500]
