@@ -107,7 +107,8 @@ def _third_party(packages: tuple[str, ...]) -> dict[str, set[str]]:
     for package in packages:
         optional = _optional(package)
         for module, files in _imports(package).items():
-            if module in sys.stdlib_module_names or module in (*OURS, "tests", "__future__"):
+            # bench/: the repository's own scripts (tests/bench checks their logic), not a dependency
+            if module in sys.stdlib_module_names or module in (*OURS, "tests", "bench", "__future__"):
                 continue
             if module not in provided and module in optional:
                 continue
