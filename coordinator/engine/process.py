@@ -4,10 +4,13 @@ collector for the long-running driver and actors."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from typing import Any
 
 import ray
+
+log = logging.getLogger(__name__)
 
 GC_YOUNG_THRESHOLD = 50_000  # allocations between young-generation collections (Python: 700)
 
@@ -47,4 +50,25 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+        _start_local(num_cpus, kwargs)
+
+
+LOCAL_START_ATTEMPTS = 3
+# What Ray raises when its raylet has not registered with the GCS within Ray's own fixed 30 s.
+_STARTUP_TIMEOUT = "timed out during startup"
+
+
+def _start_local(num_cpus: int | None, kwargs: dict[str, Any]) -> None:
+    """A local Ray on loopback. On a loaded machine the raylet can miss Ray's fixed 30 s to
+    register (seen in CI on 2 cores), which is no reason to fail the run: such a start is torn
+    down and tried again, up to :data:`LOCAL_START_ATTEMPTS` times; any other error is raised."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+            return
+        except Exception as exc:
+            if _STARTUP_TIMEOUT not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+            log.warning("local Ray did not start (%s); starting it again (%d of %d)", exc,
+                        attempt + 1, LOCAL_START_ATTEMPTS)
+            ray.shutdown()
