@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 from typing import Any
 
 import ray
@@ -54,21 +55,51 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
 
 LOCAL_START_ATTEMPTS = 3
-# What Ray raises when its raylet has not registered with the GCS within Ray's own fixed 30 s.
-_STARTUP_TIMEOUT = "timed out during startup"
+# What Ray raises when a local start is too slow on a loaded machine: the raylet has not registered
+# with the GCS within Ray's fixed 30 s, or the GCS server has not published its port in time.
+_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for file")
+# Ray waits 30 s for the GCS server's port unless told otherwise; a 2-core CI machine running
+# tests in parallel has needed more. An operator's own setting is kept.
+GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S = "RAY_gcs_server_port_wait_time_s", "120"
 
 
 def _start_local(num_cpus: int | None, kwargs: dict[str, Any]) -> None:
-    """A local Ray on loopback. On a loaded machine the raylet can miss Ray's fixed 30 s to
-    register (seen in CI on 2 cores), which is no reason to fail the run: such a start is torn
-    down and tried again, up to :data:`LOCAL_START_ATTEMPTS` times; any other error is raised."""
+    """A local Ray on loopback. On a loaded machine Ray's own start-up waits can run out (seen
+    in CI on 2 cores), which is no reason to fail the run: such a start is torn down and tried
+    again, up to :data:`LOCAL_START_ATTEMPTS` times; any other error is raised."""
+    os.environ.setdefault(GCS_PORT_WAIT_ENV, GCS_PORT_WAIT_S)
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
             return
         except Exception as exc:
-            if _STARTUP_TIMEOUT not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
+            if not any(m in str(exc) for m in _STARTUP_TIMEOUTS) or attempt == LOCAL_START_ATTEMPTS:
                 raise
             log.warning("local Ray did not start (%s); starting it again (%d of %d)", exc,
                         attempt + 1, LOCAL_START_ATTEMPTS)
             ray.shutdown()
+            _end_stray_gcs_servers()
+
+
+def _end_stray_gcs_servers() -> None:
+    """A start that failed while waiting for the GCS server's port leaves that server running:
+    Ray had not yet recorded the node, so ``ray.shutdown`` does not know it. Our own children
+    named ``gcs_server`` are ended so that the next attempt does not compete with them."""
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:  # no procfs: the stray server ends with this process (Ray fate-shares it)
+        return
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if ppid == me and name == "gcs_server":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

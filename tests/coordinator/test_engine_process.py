@@ -1,8 +1,13 @@
-"""``init_ray``: a local Ray whose raylet misses Ray's fixed 30 s to register (a loaded machine)
-is started again instead of failing the run; any other failure is raised at once."""
+"""``init_ray``: a local Ray whose start-up waits run out on a loaded machine (the raylet's
+registration, the GCS server's port) is started again instead of failing the run; any other
+failure is raised at once."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +17,7 @@ from coordinator.engine import process
 
 TIMED_OUT = Exception("The current node timed out during startup. This could happen because "
                       "some of the raylet failed to startup or the GCS has become overloaded.")
+GCS_PORT_TIMED_OUT = RuntimeError("Timed out waiting for file /tmp/ray/session_x/gcs_server_port_9e22")
 
 
 class _FakeRay:
@@ -36,6 +42,7 @@ class _FakeRay:
 def fake_ray(monkeypatch: pytest.MonkeyPatch) -> _FakeRay:
     for var in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
         monkeypatch.setenv(var, "0")  # restored after the test (init_ray sets them)
+    monkeypatch.delenv(process.GCS_PORT_WAIT_ENV, raising=False)
     fake = _FakeRay([])
     for name in ("is_initialized", "init", "shutdown"):
         monkeypatch.setattr(ray, name, getattr(fake, name))
@@ -60,3 +67,36 @@ def test_other_failures_are_not_retried(fake_ray: _FakeRay) -> None:
     with pytest.raises(RuntimeError, match="port 6379"):
         process.init_ray(num_cpus=1)
     assert (fake_ray.inits, fake_ray.shutdowns) == (1, 0)
+
+
+def test_a_gcs_port_that_never_came_is_tried_again(fake_ray: _FakeRay) -> None:
+    fake_ray.failures = [GCS_PORT_TIMED_OUT]
+    process.init_ray(num_cpus=1)
+    assert (fake_ray.inits, fake_ray.shutdowns) == (2, 1)
+
+
+def test_ray_waits_longer_for_the_gcs_port_unless_the_operator_said(
+        fake_ray: _FakeRay, monkeypatch: pytest.MonkeyPatch) -> None:
+    process.init_ray(num_cpus=1)
+    assert os.environ[process.GCS_PORT_WAIT_ENV] == process.GCS_PORT_WAIT_S
+    monkeypatch.setenv(process.GCS_PORT_WAIT_ENV, "7")
+    process.init_ray(num_cpus=1)
+    assert os.environ[process.GCS_PORT_WAIT_ENV] == "7"
+
+
+def test_a_stray_gcs_server_child_is_ended_and_nothing_else(tmp_path: Path) -> None:
+    """The GCS server a failed start left behind is our child named ``gcs_server``."""
+    sleep = shutil.which("sleep")
+    assert sleep
+    gcs = tmp_path / "gcs_server"
+    shutil.copy(sleep, gcs)
+    stray = subprocess.Popen([str(gcs), "60"])
+    bystander = subprocess.Popen([sleep, "60"])
+    try:
+        process._end_stray_gcs_servers()
+        assert stray.wait(timeout=10) != 0
+        assert bystander.poll() is None
+    finally:
+        for p in (stray, bystander):
+            p.kill()
+            p.wait()
