@@ -45,24 +45,41 @@ def main() -> int:
                     help="problems evaluated at once (timing stays exclusive on the agent)")
     args = ap.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     specs = [operators.get(i) for i in args.op] if args.op else operators.all_specs()
     if args.agent:
-        import asyncio
+        _wait_serving(args.agent)
+    jobs = _jobs(specs, _done(args.out), Path(tempfile.mkdtemp(prefix="kgb-bench-")),
+                 negatives=not args.no_negatives)
+    print(f"{len(jobs)} problem(s) to evaluate, {args.jobs} at a time "
+          f"({len(specs) - len(jobs)} already in {args.out})", file=sys.stderr, flush=True)
+    suite = Suite(args.out, jobs, ["--agent", args.agent] if args.agent
+                  else ["--platform", args.platform])
+    signal.signal(signal.SIGTERM, suite.stop)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(suite.run, jobs))
+    print(table(args.out))
+    return 0
 
-        from protos.client import AgentClient
 
-        async def wait() -> None:
-            async with AgentClient(args.agent) as c:
-                await c.wait_serving(timeout=600)
+def _wait_serving(agent: str) -> None:
+    import asyncio
 
-        asyncio.run(wait())
-    tmp = Path(tempfile.mkdtemp(prefix="kgb-bench-"))
-    done = _done(args.out)
+    from protos.client import AgentClient
+
+    async def wait() -> None:
+        async with AgentClient(agent) as c:
+            await c.wait_serving(timeout=600)
+
+    asyncio.run(wait())
+
+
+def _jobs(specs: list[operators.OperatorSpec], done: set[tuple[str, str]], tmp: Path,
+          negatives: bool) -> list[tuple[str, Path]]:
+    """A folder per problem holding the files still to evaluate (its reference, its controls)."""
     jobs: list[tuple[str, Path]] = []
     for spec in specs:
         files = {"reference.py": spec.solution}
-        if not args.no_negatives:
+        if negatives:
             files.update({f"negative_{n.name}.py": n.source for n in spec.negatives})
         todo = {name: src for name, src in files.items() if (spec.id, name) not in done}
         if not todo:
@@ -72,58 +89,73 @@ def main() -> int:
         for name, src in todo.items():
             (d / name).write_text(src)
         jobs.append((spec.id, d))
-    print(f"{len(jobs)} problem(s) to evaluate, {args.jobs} at a time "
-          f"({len(specs) - len(jobs)} already in {args.out})", file=sys.stderr, flush=True)
-    lock = threading.Lock()
-    finished = 0
-    pending = {op: d for op, d in jobs}
-    log = args.out.with_suffix(".eval.log")
+    return jobs
 
-    def flush(op: str, d: Path) -> list[dict[str, object]]:
-        """Move one problem's verdicts so far into the shared file (caller holds the lock)."""
-        if pending.pop(op, None) is None:
-            return []
-        part = d / "verdicts.jsonl"
-        lines = [x for x in (part.read_bytes() if part.exists() else b"").splitlines(True)
-                 if x.endswith(b"\n") and x.strip()]  # a line cut short is left out
-        with args.out.open("ab") as f:
-            f.write(b"".join(lines))
-        return [orjson.loads(x) for x in lines]
 
-    def run(job: tuple[str, Path]) -> None:
-        nonlocal finished
+class Suite:
+    """The problems of one run, each evaluated by its own ``kgb eval``; their verdicts go into
+    one shared file as each problem finishes, or when the run is cut short."""
+
+    def __init__(self, out: Path, jobs: list[tuple[str, Path]], agent_args: list[str]) -> None:
+        self.out = out
+        self.total = len(jobs)
+        self.agent_args = agent_args
+        self.pending = dict(jobs)  # problems whose verdicts are not in ``out`` yet
+        self.finished = 0
+        self.lock = threading.Lock()  # one writer appends whole verdict lines to ``out``
+        self.log = out.with_suffix(".eval.log")  # each problem's wall time and its kgb's stderr
+
+    def command(self, op: str, d: Path) -> list[str]:
+        return [*_kgb("eval", str(d), "--op", op, "--json", "--out", str(d / "verdicts.jsonl")),
+                *self.agent_args]
+
+    def run(self, job: tuple[str, Path]) -> None:
         op, d = job
-        cmd = _kgb("eval", str(d), "--op", op, "--json", "--out", str(d / "verdicts.jsonl"))
-        cmd += ["--agent", args.agent] if args.agent else ["--platform", args.platform]
+        env = {**os.environ,
+               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         t0 = time.monotonic()
-        r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        with lock:  # one writer appends whole verdict lines to the shared file
-            rows = flush(op, d)
-            finished += 1
-            with log.open("ab") as f:  # each problem's own progress, for a slow or failed one
-                f.write(f"== {op} {time.monotonic() - t0:.0f} s, exit {r.returncode}\n".encode()
-                        + r.stderr[-20000:])
-            print(f"[{finished}/{len(jobs)}] {op} ({time.monotonic() - t0:.0f} s): "
+        r = subprocess.run(self.command(op, d), env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+        wall = time.monotonic() - t0
+        with self.lock:
+            rows = self.flush(op, d)
+            self.finished += 1
+            with self.log.open("ab") as f:
+                f.write(f"== {op} {wall:.0f} s, exit {r.returncode}\n".encode() + r.stderr[-20000:])
+            print(f"[{self.finished}/{self.total}] {op} ({wall:.0f} s): "
                   + (", ".join(f"{Path(str(x.get('file', ''))).stem} {x['status']}" for x in rows)
                      or f"no verdicts (kgb eval exited {r.returncode}: "
                         f"{r.stderr.decode(errors='replace')[-300:]})"),
                   file=sys.stderr, flush=True)
 
-    def stop(signum: int, frame: object) -> None:
-        """Cut short (``timeout`` sends SIGTERM): keep every verdict that arrived, so a re-run
-        resumes from it, and still print the table."""
-        with lock:
-            for op, d in list(pending.items()):
-                rows = flush(op, d)
-                print(f"[cut short] {op}: {len(rows)} verdict(s) kept", file=sys.stderr, flush=True)
-            print(table(args.out), flush=True)
-        os._exit(124)
+    def flush(self, op: str, d: Path) -> list[dict[str, object]]:
+        """Move one problem's verdicts so far into ``out``, once (the caller holds the lock); a
+        line its writer had not finished is left out."""
+        if self.pending.pop(op, None) is None:
+            return []
+        part = d / "verdicts.jsonl"
+        lines = [x for x in (part.read_bytes() if part.exists() else b"").splitlines(True)
+                 if x.endswith(b"\n") and x.strip()]
+        with self.out.open("ab") as f:
+            f.write(b"".join(lines))
+        return [orjson.loads(x) for x in lines]
 
-    signal.signal(signal.SIGTERM, stop)
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        list(pool.map(run, jobs))
-    print(table(args.out))
-    return 0
+    def keep_arrived(self) -> int:
+        """Every verdict that has arrived of the problems still running goes into ``out``, so
+        a re-run resumes after them; returns how many."""
+        kept = 0
+        with self.lock:
+            for op, d in list(self.pending.items()):
+                rows = self.flush(op, d)
+                kept += len(rows)
+                print(f"[cut short] {op}: {len(rows)} verdict(s) kept", file=sys.stderr, flush=True)
+        return kept
+
+    def stop(self, signum: int, frame: object) -> None:
+        """Cut short (``timeout`` sends SIGTERM): keep what arrived, print the table, exit 124."""
+        self.keep_arrived()
+        print(table(self.out), flush=True)
+        os._exit(124)
 
 
 def _done(path: Path) -> set[tuple[str, str]]:
