@@ -457,10 +457,10 @@ class CandidateRun:
         the problem's author, and the agent logs it as a likely harness bug."""
         name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
         told = harness_faults.describe(failure.harness_fault or "", f"timing case {name}",
-                                       failure.message)
+                                       failure.message, claimed_by_worker=True)
         log.warning("%s %s: worker reports a harness fault: %s", self.p.spec.ref,
                     self.p.candidate_hash[:12], told)
-        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {harness_faults.unverified(told)}",
+        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {told}",
                             cases=tuple(self.results), log=_tail(failure.traceback))
 
     def _harness_verdict(self, message: str, trace: str) -> Verdict:

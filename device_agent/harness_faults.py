@@ -7,7 +7,8 @@ raise goes through :func:`blamed` as a :class:`HarnessFault`. On the agent (trus
 it into an ``INFRA_ERROR`` verdict naming the part and its exception, never the candidate's
 ``RUNTIME_ERROR`` or ``WRONG_ANSWER``. In the worker while timing, the worker reports the part in
 ``TimingError.harness_fault``; the worker is the candidate's process, so that report only names
-the part in the candidate's ``RUNTIME_ERROR`` (:func:`unverified`) and in the agent's log.
+the part in the candidate's ``RUNTIME_ERROR`` (:func:`describe`'s ``claimed_by_worker``) and in
+the agent's log.
 """
 
 from __future__ import annotations
@@ -70,22 +71,16 @@ def candidate_code() -> Iterator[None]:
             from None
 
 
-def unverified(described: str) -> str:
-    """:func:`describe`'s message for a fault only the worker reports (the candidate's process:
-    its word cannot make the verdict the system's)."""
-    return described.replace(_NOT_THE_CANDIDATE, "the worker reports the harness failed (unverified: "
-                             "the worker runs the candidate, so this stays the candidate's result)"
-                             ).replace(_NOT_JUDGED, "")
-
-
-_NOT_THE_CANDIDATE = "the harness failed, not the candidate"
-_NOT_JUDGED = " (the candidate was not judged)"
-
-
-def describe(part: str, where: str, error: str) -> str:
+def describe(part: str, where: str, error: str, *, claimed_by_worker: bool = False) -> str:
     """The verdict's message: where, which part of the harness, its exception. ``part`` may come
-    from a worker (untrusted): an unknown one is shown clipped."""
+    from a worker (untrusted): an unknown one is shown clipped. ``claimed_by_worker``: only the
+    worker reports it, and the worker runs the candidate, so its word cannot make the verdict
+    the system's; the message says so."""
     what = PARTS.get(part, f"the harness ({part[:40]!r})")
     prefix = f"{where}: " if where else ""
-    return (f"{prefix}{_NOT_THE_CANDIDATE}: {what} raised {error}; the problem's code or the "
-            f"harness needs fixing{_NOT_JUDGED}")[:1500]
+    if claimed_by_worker:
+        return (f"{prefix}the worker reports the harness failed (unverified: the worker runs the "
+                f"candidate, so this stays the candidate's result): {what} raised {error}; the "
+                f"problem's code or the harness needs fixing")[:1500]
+    return (f"{prefix}the harness failed, not the candidate: {what} raised {error}; the "
+            f"problem's code or the harness needs fixing (the candidate was not judged)")[:1500]
