@@ -104,6 +104,7 @@ class CandidateRun:
         self.results: list[CaseResult] = []
         self.check_log = _CheckLog()
         self.baselines: set[str] = set()  # the libraries the timed cases' baseline ran
+        self.claim: harness_faults.WorkerClaim | None = None  # the worker's, of a harness fault
 
     async def run(self) -> Verdict:
         """The candidate's verdict. Raises :class:`WorkerLost` when the worker never took the
@@ -453,14 +454,14 @@ class CandidateRun:
     def _claimed_harness_fault(self, failure: TimingError) -> Verdict:
         """The worker says its harness code raised while timing. The worker is the candidate's
         process, so the claim cannot clear the candidate (a hostile one would claim it to leave
-        its failure unscored): it stays the candidate's RUNTIME_ERROR, with the part named for
-        the problem's author, and the agent logs it as a likely harness bug."""
+        its failure unscored): it stays the candidate's RUNTIME_ERROR, with the part named, and
+        is kept in :attr:`claim` for the evaluator to settle with the problem's own solution."""
         name = self.p.spec.benchmark_cases()[failure.index].name  # the index was awaited
-        told = harness_faults.describe(failure.harness_fault or "", f"timing case {name}",
-                                       failure.message, claimed_by_worker=True)
+        self.claim = harness_faults.WorkerClaim(failure.harness_fault or "", failure.index,
+                                                f"timing case {name}", failure.message)
         log.warning("%s %s: worker reports a harness fault: %s", self.p.spec.ref,
-                    self.p.candidate_hash[:12], told)
-        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {told}",
+                    self.p.candidate_hash[:12], self.claim.describe())
+        return self.verdict(Status.RUNTIME_ERROR, f"timing failed: {self.claim.describe()}",
                             cases=tuple(self.results), log=_tail(failure.traceback))
 
     def _harness_verdict(self, message: str, trace: str) -> Verdict:

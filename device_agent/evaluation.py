@@ -29,7 +29,8 @@ import operators
 from device_agent import static_policy
 from device_agent.candidate_run import CandidateRun
 from device_agent.case_inputs import CaseInputs, Prepared
-from device_agent.harness_faults import HarnessFault
+from device_agent.fault_reproduction import Outcome, Reproductions
+from device_agent.harness_faults import HarnessFault, WorkerClaim
 from device_agent.host_work import HostBudget, HostWork
 from device_agent.launchers import LauncherBuilder
 from device_agent.layers import LAYERS as _LAYER_DOCS
@@ -140,6 +141,8 @@ class Evaluator:
         # The workers' own report of the device: datasheet peaks, for the physical floor.
         self.datasheet = SystemInfo(platform=platform.name)
         self._peaks: dict[str, Any] | None = None  # measured ceilings, for speed-of-light
+        # Workers' claims of harness faults, settled by the problem's own solution.
+        self.reproductions = Reproductions()
 
     def close(self) -> None:
         self.host.close()
@@ -290,19 +293,53 @@ class Evaluator:
                 log.warning("%s: making the cases failed: %s", spec.ref, exc)
                 return verdict(Status.INFRA_ERROR, exc.describe(), log=exc.trace())
             stages.report(Stage.QUEUED)
-            return await self._on_a_worker(prepared, req, deadline, t0, verdict, stages)
+            result, claim = await self._on_a_worker(prepared, req, deadline, t0, verdict, stages)
+            if claim is None:
+                return result
+            return await self._settled(spec, claim, result, req, deadline, t0)
         finally:
             admission.release()
+
+    async def _settled(self, spec: OperatorSpec, claim: WorkerClaim, claimed: Verdict,
+                       req: EvalRequest, deadline: float, t0: float) -> Verdict:
+        """The worker claimed a harness fault while timing: the problem's own solution on a
+        fresh worker says whose it was (:mod:`device_agent.fault_reproduction`)."""
+        settled = await self.reproductions.settle(
+            spec.ref, claim, lambda: self._solution_run(spec, req, deadline))
+        if settled.outcome is Outcome.REPRODUCED:
+            log.warning("%s: %s; %s", spec.ref, claim.describe(reproduced=True), settled.describe())
+            return replace(claimed, status=Status.INFRA_ERROR,
+                           message=f"{claim.describe(reproduced=True)}; {settled.describe()}",
+                           wall_seconds=time.monotonic() - t0)
+        return replace(claimed, message=f"{claimed.message}; {settled.describe()}",
+                       wall_seconds=time.monotonic() - t0)
+
+    async def _solution_run(self, spec: OperatorSpec, req: EvalRequest,
+                            deadline: float) -> tuple[Verdict, WorkerClaim | None]:
+        """The problem's shipped solution on a fresh worker, public cases, timed (within the
+        admission and deadline of the request that asked)."""
+        sreq = replace(req, request_id=f"{req.request_id}/solution", source=spec.solution.encode(),
+                       candidate_name="", skip_timing=False, public_only=True)
+        chash, t0 = candidate_id(sreq.source), time.monotonic()
+        make = self._verdicts(spec, chash, sreq, t0, [])
+        try:
+            p = await self.host.prepare(self.inputs.prepare, spec, chash, spec.solution, True)
+        except HarnessFault as exc:
+            return make(Status.INFRA_ERROR, exc.describe()), None
+        return await self._on_a_worker(p, sreq, deadline, t0, make, _Stages([], None))
 
     def _left(self, deadline: float) -> float:
         return max(0.1, deadline - time.monotonic() - self.budgets.margin_s)
 
     async def _on_a_worker(self, p: Prepared, req: EvalRequest, deadline: float, t0: float,
-                           verdict: MakeVerdict, stages: _Stages) -> Verdict:
+                           verdict: MakeVerdict, stages: _Stages
+                           ) -> tuple[Verdict, WorkerClaim | None]:
         """The candidate's run on the least loaded device's next worker; another worker (up
-        to ``WORKER_ATTEMPTS``) when one dies before taking the job."""
+        to ``WORKER_ATTEMPTS``) when one dies before taking the job. With the verdict, the
+        worker's claim of a harness fault while timing, if it made one."""
         result = verdict(Status.INFRA_ERROR, NO_WORKER)
         worker: Worker | None = None
+        run: CandidateRun | None = None
         for attempt in range(1, WORKER_ATTEMPTS + 1):
             device = min(range(len(self.pools)),
                          key=lambda i: self.pools[i].busy + self.pools[i].waiting)
@@ -310,9 +347,9 @@ class Evaluator:
             try:
                 worker = await asyncio.wait_for(pool.acquire(), timeout=self._left(deadline))
             except TimeoutError:
-                return verdict(Status.INFRA_ERROR, NO_WORKER)
+                return verdict(Status.INFRA_ERROR, NO_WORKER), None
             except WorkerStartError as exc:
-                return verdict(Status.INFRA_ERROR, f"worker could not start: {exc}")
+                return verdict(Status.INFRA_ERROR, f"worker could not start: {exc}"), None
             if worker.ready is not None:
                 self.learn_device(worker.ready.system)
             run = CandidateRun(self.harness, worker, device, pool.gate, p, verdict, stages.report,
@@ -336,7 +373,7 @@ class Evaluator:
                  result.wall_seconds, _stage_durations(stages.marks),
                  f"; {worker.cpu.describe()}" if worker is not None and worker.cpu is not None
                  else "")
-        return result
+        return result, run.claim if run is not None else None
 
 
 def _stage_durations(marks: Sequence[tuple[str, float]]) -> str:

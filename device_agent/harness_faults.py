@@ -6,9 +6,10 @@ output checker run next to the candidate, on the agent and in the worker while t
 raise goes through :func:`blamed` as a :class:`HarnessFault`. On the agent (trusted) a run turns
 it into an ``INFRA_ERROR`` verdict naming the part and its exception, never the candidate's
 ``RUNTIME_ERROR`` or ``WRONG_ANSWER``. In the worker while timing, the worker reports the part in
-``TimingError.harness_fault``; the worker is the candidate's process, so that report only names
-the part in the candidate's ``RUNTIME_ERROR`` (:func:`describe`'s ``claimed_by_worker``) and in
-the agent's log.
+``TimingError.harness_fault``; the worker is the candidate's process, so that report is only a
+claim (:class:`WorkerClaim`): it names the part in the candidate's ``RUNTIME_ERROR`` unless the
+problem's own solution meets the same fault on a fresh worker
+(:mod:`device_agent.fault_reproduction`), which makes it ``INFRA_ERROR``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 # The parts of the harness whose exceptions are the harness's, as a verdict names them.
 PARTS: dict[str, str] = {
@@ -26,6 +28,21 @@ PARTS: dict[str, str] = {
     "checker": "the output checker (operators.checking)",
 }
 TRACEBACK_LIMIT = 6000
+
+
+@dataclass(frozen=True)
+class WorkerClaim:
+    """A worker's report that ``part`` of the harness raised ``error`` while timing benchmark
+    case ``case`` (``where`` names it): unverified until the problem's own solution meets it
+    too (:mod:`device_agent.fault_reproduction`)."""
+
+    part: str
+    case: int
+    where: str
+    error: str
+
+    def describe(self, *, reproduced: bool = False) -> str:
+        return describe(self.part, self.where, self.error, claimed_by_worker=not reproduced)
 
 
 class HarnessFault(Exception):

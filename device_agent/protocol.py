@@ -295,7 +295,8 @@ class TimingError(Message):
     traceback: str
     toolchain_stage: str | None = None  # raised inside the platform's compiler, in this stage
     # Raised by this part of the harness's own code (device_agent.harness_faults.PARTS), not by
-    # the candidate's: the verdict is INFRA_ERROR.
+    # the candidate's, as the worker tells it: a claim the agent settles by re-running the
+    # problem's own solution (device_agent.fault_reproduction).
     harness_fault: str | None = None
 
 

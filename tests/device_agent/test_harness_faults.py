@@ -19,6 +19,7 @@ import pytest
 import operators
 from device_agent import judging
 from device_agent.evaluation import Evaluator, StageBudgets
+from device_agent.fault_reproduction import Outcome
 from device_agent.harness_faults import HarnessFault, blamed, candidate_code
 from device_agent.platforms.cpu import CpuPlatform
 from device_agent.protocol import TimingError
@@ -120,26 +121,58 @@ def _timed_on(workers: Any, source: str = TORCH_SUM) -> Verdict:
     return v
 
 
+@pytest.fixture
+def solution_is_torch_sum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's copy of the problem ships TORCH_SUM as its solution (the Triton one takes
+    the interpreter minutes at benchmark sizes); workers get sources by job, so this is what
+    the agent re-runs to settle a claim."""
+    monkeypatch.setattr(SUM, "solution", TORCH_SUM)
+
+
 @pytest.mark.parametrize(("platform", "part"), [
     (broken.BrokenInputs, "the problem's input generation"),
     (broken.BrokenReference, "the problem's reference"),  # the re-check after timing
     (broken.BrokenBaseline, "the problem's baseline"),
     (broken.BrokenChecker, "the output checker"),  # the re-check's comparison
 ])
-def test_the_harness_failing_while_timing_is_named_but_not_trusted(
-        platform: type[broken._BrokenHarness], part: str, broken_workers: None) -> None:
+def test_a_harness_fault_while_timing_that_the_solution_meets_too_is_the_systems(
+        platform: type[broken._BrokenHarness], part: str, broken_workers: None,
+        solution_is_torch_sum: None) -> None:
     """Only the worker — the candidate's own process — can say its harness code raised while
-    timing, so the report names the part for the problem's author but the verdict stays the
-    candidate's (an INFRA_ERROR would let a hostile candidate leave its failure unscored)."""
+    timing; the agent believes it once the problem's own solution, on a fresh worker, meets
+    the same fault at the same case."""
     v = _timed_on(platform())
-    assert v.status is Status.RUNTIME_ERROR, (v.status, v.message, v.log[-2000:])
+    assert v.status is Status.INFRA_ERROR, (v.status, v.message, v.log[-2000:])
+    bench = SUM.benchmark_cases()[0].name
+    assert v.message.startswith(f"timing case {bench}: {NOT_THE_CANDIDATE}"), v.message
+    assert part in v.message and f"RuntimeError: {platform.broken} {broken.MESSAGE}" in v.message
+    assert v.message.endswith(f"; {Outcome.REPRODUCED.value}"), v.message
+    assert all(c.passed for c in v.cases) and v.cases  # what the candidate did stays recorded
+    assert "Traceback" in v.log  # the worker's traceback of the harness's exception
+
+
+# Right everywhere, but breaks the problem's baseline in its own worker: the harness fault it
+# makes the worker report is a claim the problem's solution does not reproduce.
+SABOTAGES_THE_BASELINE = TORCH_SUM + f'''
+
+import operators as _operators
+
+def _broken_baseline(self, call):
+    raise RuntimeError("baseline {broken.MESSAGE}")
+
+type(_operators.get({broken.OPERATOR!r})).baseline = _broken_baseline
+'''
+
+
+def test_a_harness_fault_the_candidate_made_stays_its_own(
+        agent_secret_env: None, solution_is_torch_sum: None) -> None:
+    v = _timed_on(CpuPlatform(), SABOTAGES_THE_BASELINE)
+    assert v.status is Status.RUNTIME_ERROR, (v.status, v.message)
     bench = SUM.benchmark_cases()[0].name
     assert v.message.startswith(f"timing failed: timing case {bench}: the worker reports the "
                                 "harness failed (unverified"), v.message
-    assert part in v.message and f"RuntimeError: {platform.broken} {broken.MESSAGE}" in v.message
-    assert NOT_THE_CANDIDATE not in v.message
-    assert all(c.passed for c in v.cases) and v.cases  # what the candidate did stays recorded
-    assert "Traceback" in v.log  # the worker's traceback of the harness's exception
+    assert "the problem's baseline" in v.message and NOT_THE_CANDIDATE not in v.message
+    assert v.message.endswith(f"; {Outcome.NOT_REPRODUCED.value}"), v.message
 
 
 # Right everywhere; on benchmark-sized inputs it raises the harness's own fault type.
