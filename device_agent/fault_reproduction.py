@@ -18,7 +18,7 @@ import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from device_agent.harness_faults import WorkerClaim
+from device_agent.harness_faults import PARTS, WorkerClaim
 from protos.records import Status, Verdict
 
 SolutionRun = Callable[[], Awaitable[tuple[Verdict, WorkerClaim | None]]]
@@ -48,7 +48,10 @@ class Reproductions:
 
     async def settle(self, problem: str, claim: WorkerClaim, run_solution: SolutionRun) -> Settlement:
         """Whether ``claim`` (about ``problem``) reproduces with the problem's solution; one
-        run per claim at a time, its answer reused."""
+        run per claim at a time, its answer reused. A claim naming no part of the harness is
+        not run (a forged report could otherwise ask for a run per made-up name)."""
+        if claim.part not in PARTS:  # only a forged report names no part of the harness
+            return Settlement(Outcome.UNSETTLED, "it names no part of the harness")
         key = (problem, claim.case, claim.part)
         async with self._locks.setdefault(key, asyncio.Lock()):
             if key in self._settled:

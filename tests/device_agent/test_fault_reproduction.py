@@ -85,3 +85,11 @@ def test_each_problem_is_settled_on_its_own() -> None:
     run = _Solution((_verdict(Status.RUNTIME_ERROR), CLAIM), (_verdict(Status.PASSED), None))
     assert _settle(r, run, problem="cublas::x") is Outcome.REPRODUCED
     assert _settle(r, run, problem="cublas::y") is Outcome.NOT_REPRODUCED
+
+
+def test_a_claim_naming_no_part_of_the_harness_is_not_run() -> None:
+    run = _Solution((_verdict(Status.RUNTIME_ERROR), None))
+    made_up = WorkerClaim("the moon", 1, CLAIM.where, CLAIM.error)
+    settled = asyncio.run(Reproductions().settle("cublas::x", made_up, run))
+    assert settled.outcome is Outcome.UNSETTLED and "no part of the harness" in settled.describe()
+    assert run.runs == 0
