@@ -66,6 +66,9 @@ _T = TypeVar("_T")
 LOG_LIMIT = 8000
 WORKER_ACK_S = 30.0  # a live worker acknowledges its job at once; silence this long is a loss
 LAUNCH_BOUND_US = 10.0
+# Within one hold of the gate, how long the next case's dry run may take before the hold is let
+# go (a dry run of a case whose kernels are compiled already takes milliseconds).
+DRY_RUN_GRACE_S = 0.05
 
 
 @dataclass
@@ -76,7 +79,24 @@ class _CheckLog:
     held_s: float = 0.0
     own_launchers: int = 0  # Triton launchers the worker had to build itself
     dry_stopped: str = ""  # the first dry run that stopped early
+    holds: int = 0  # shared holds of the device's gate (several cases each when they are ready)
     case_seconds: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _DryRun:
+    """A case sent to the worker, its Warmed report being read by ``warmed``."""
+
+    asked: CheckCase
+    warmed: asyncio.Future[Warmed]
+
+
+async def _ready(f: asyncio.Future[Any], grace_s: float, hold_end: float) -> bool:
+    """Whether ``f`` is done within ``grace_s`` (and before ``hold_end``), leaving it running."""
+    wait = min(grace_s, hold_end - time.monotonic())
+    if not f.done() and wait > 0:
+        await asyncio.wait({f}, timeout=wait)
+    return f.done() and f.exception() is None
 
 
 class CandidateRun:
@@ -174,42 +194,84 @@ class CandidateRun:
         self.report(Stage.CORRECTNESS, "", 0, n)
         self.clock.start(self.h.budgets.correctness_s)
         unstable: list[Finding] = []  # determinism: a second run disagreed with the first
-        for i in range(n):
-            asked, out = await self._run_case(i)
-            decided = await self._judge_case(asked, out, unstable)
-            if decided is not None:
-                return decided
-            self.check_log.case_seconds.append(out.seconds)
-            self.report(Stage.CORRECTNESS, self.p.names[i], i + 1, n)
+        nxt: _DryRun | None = None
+        try:
+            while len(self.results) < n:
+                nxt = nxt or await self._dry_run(len(self.results))
+                self._warmed(await nxt.warmed)  # off the gate: its kernels compile now
+                ran, nxt = await self._run_held(nxt, n)
+                for asked, out in ran:
+                    out = out or await self.ch.expect(CaseOutputs, until=self.clock.end,
+                                                      index=asked.index)  # off the gate
+                    decided = await self._judge_case(asked, out, unstable)
+                    if decided is not None:
+                        return decided
+                    self.check_log.case_seconds.append(out.seconds)
+                    self.report(Stage.CORRECTNESS, self.p.names[asked.index], asked.index + 1, n)
+        finally:
+            if nxt is not None and not nxt.warmed.done():
+                nxt.warmed.cancel()  # the verdict came first: nothing reads this worker again
         c = self.check_log
-        log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs, "
+        log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs in %d holds, "
                   "waited for the device %.2fs, launchers built by the worker %d%s",
                   self.p.spec.ref, self.p.candidate_hash[:12], len(self.results), c.dry_s,
-                  c.held_s, self.clock.waited, c.own_launchers, c.dry_stopped[:300])
+                  c.held_s, c.holds, self.clock.waited, c.own_launchers, c.dry_stopped[:300])
         return await self._correctness_verdict(unstable)
 
-    async def _run_case(self, i: int) -> tuple[CheckCase, CaseOutputs]:
-        """The case goes over, and the worker runs it dry (compiling its kernels), before the
-        device is asked for: the gate is held only while the device works."""
-        p, layers, ch = self.p, self.h.layers, self.ch
+    async def _dry_run(self, i: int) -> _DryRun:
+        """Case ``i`` goes over; the worker runs it dry (compiling its kernels) and says so in a
+        Warmed report, read by a task so that a hold on the gate need not wait for it."""
+        p, layers = self.p, self.h.layers
         probe = i in p.probes
         asked = CheckCase(index=i, call=p.calls[i], warm=self.h.platform.compiles_kernels,
                           ghost=probe and "ghost" in layers and p.spec.kind is Kind.COMPUTE,
                           repeat=probe and "determinism" in layers,
                           replay=p.replays[i][0] if i in p.replays else None)
-        await ch.send(asked, until=self.clock.end)
-        warmed = await ch.expect(Warmed, until=self.clock.end, index=i)
+        await self.ch.send(asked, until=self.clock.end)
+        return _DryRun(asked, asyncio.ensure_future(
+            self.ch.expect(Warmed, until=self.clock.end, index=i)))
+
+    def _warmed(self, warmed: Warmed) -> None:
         self.check_log.dry_s += warmed.seconds
         self.check_log.own_launchers += self.h.launchers_built(warmed.launchers)
         if warmed.stopped and not self.check_log.dry_stopped:
-            self.check_log.dry_stopped = f"; case {p.names[i]}'s dry run stopped: {warmed.stopped}"
+            name = self.p.names[warmed.index]
+            self.check_log.dry_stopped = f"; case {name}'s dry run stopped: {warmed.stopped}"
+
+    async def _run_held(self, first: _DryRun, n: int
+                        ) -> tuple[list[tuple[CheckCase, CaseOutputs | None]], _DryRun | None]:
+        """Run dry-run cases on the device under one shared hold of its gate, as many in a row
+        as ``check_hold_s`` allows while the next case's dry run is ready at once (no compile).
+        A hold per case made every case of every candidate wait for a batch of timers when
+        many candidates share a device. Returns the cases run, each with its outputs where they
+        were read under the hold (the last one's may not be), and the next case when its dry
+        run was still going as the hold ended."""
+        ran: list[tuple[CheckCase, CaseOutputs | None]] = []
+        ch, budget = self.ch, self.h.budgets.check_hold_s
+        nxt: _DryRun | None = first
         async with self.clock.holding(self.gate.shared, self.worker):  # not while timing
             held = time.monotonic()
-            await ch.send(RunCase(index=i))
-            ran = await ch.recv(self.clock.end)
+            try:
+                while nxt is not None:
+                    asked, nxt = nxt.asked, None
+                    await ch.send(RunCase(index=asked.index))
+                    accept(await ch.recv(self.clock.end), Ran, asked.index)
+                    ran.append((asked, None))
+                    if asked.index + 1 >= n or time.monotonic() - held >= budget:
+                        break  # the outputs are read off the gate
+                    ran[-1] = (asked, await ch.expect(CaseOutputs, until=self.clock.end,
+                                                      index=asked.index))
+                    nxt = await self._dry_run(asked.index + 1)
+                    if not await _ready(nxt.warmed, DRY_RUN_GRACE_S, held + budget):
+                        break  # compiling: the gate is let go while it does
+                    self._warmed(nxt.warmed.result())
+            except BaseException:
+                if nxt is not None:
+                    nxt.warmed.cancel()  # the worker is ended inside the hold: nothing to read
+                raise
             self.check_log.held_s += time.monotonic() - held
-        accept(ran, Ran, i)
-        return asked, await ch.expect(CaseOutputs, until=self.clock.end, index=i)  # off the gate
+            self.check_log.holds += 1
+        return ran, nxt
 
     async def _judge_case(self, asked: CheckCase, out: CaseOutputs,
                           unstable: list[Finding]) -> Verdict | None:

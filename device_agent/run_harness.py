@@ -27,6 +27,9 @@ class StageBudgets:
     timing_s: float = 240.0
     timing_case_budget_s: float = 2.0
     margin_s: float = 2.0
+    # How long a candidate's correctness cases may keep the device's gate shared in a row; a
+    # timer waits at most this (and the case in flight) for it. 0: one hold per case.
+    check_hold_s: float = 0.25
 
 
 @dataclass(frozen=True)
