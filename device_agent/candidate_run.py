@@ -19,13 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from device_agent import harness_faults, judging, toolchain_faults
+from device_agent import harness_faults, judging, timing_stage, toolchain_faults
 from device_agent.case_inputs import Prepared
 from device_agent.codec import CodecError
 from device_agent.protocol import (
     Accepted,
-    BuildInputs,
-    Built,
     CaseError,
     CaseOutputs,
     CheckCase,
@@ -34,18 +32,11 @@ from device_agent.protocol import (
     Job,
     Loaded,
     LoadError,
-    Measure,
     Ran,
-    Recheck,
-    Rechecked,
     RunCase,
-    StartTiming,
     Stop,
-    Timed,
     TimingError,
     Unexpected,
-    Upload,
-    Uploaded,
     Warmed,
     WorkerFailed,
     accept,
@@ -65,7 +56,6 @@ _T = TypeVar("_T")
 
 LOG_LIMIT = 8000
 WORKER_ACK_S = 30.0  # a live worker acknowledges its job at once; silence this long is a loss
-LAUNCH_BOUND_US = 10.0
 # Within one hold of the gate, how long the next case's dry run may take before the hold is let
 # go (a dry run of a case whose kernels are compiled already takes milliseconds).
 DRY_RUN_GRACE_S = 0.05
@@ -340,7 +330,7 @@ class CandidateRun:
                 for i, s in enumerate(self.check_log.case_seconds[:3]))
         else:
             self.report(Stage.TIMING)
-            timings, drifts, during = await self._time_cases()
+            timings, drifts, during = await timing_stage.time_cases(self)
             decided = self._timing_verdict(timings, drifts, during)
             if decided is not None:
                 return replace(decided, baseline="+".join(sorted(self.baselines)))
@@ -348,87 +338,6 @@ class CandidateRun:
         return self.verdict(Status.PASSED, f"all {len(self.results)} cases passed",
                             cases=tuple(self.results), timings=timings,
                             baseline="+".join(sorted(self.baselines)))
-
-    async def _time_cases(self) -> tuple[tuple[CaseTiming, ...], list[str | None],
-                                         tuple[Finding, ...]]:
-        """Per benchmark case: the worker makes its input sets while the device is shared, then
-        measures while this agent holds the device alone, then re-checks its outputs. Returns
-        the timings, per case how the outputs after timing differ from the reference (None where
-        they agree), and findings made while timing."""
-        bench = list(self.p.spec.benchmark_cases())
-        seeds = [secrets.randbits(48) for _ in bench]
-        self.clock.start(self.h.budgets.timing_s)
-        await self.ch.send(StartTiming(n_cases=len(bench),
-                                       budget_s=self.h.budgets.timing_case_budget_s, l2_bytes=0))
-        # The re-check call runs under the device's kernel profiler (the profile layer).
-        profile = ("profile" in self.h.layers and self.p.spec.kind is Kind.COMPUTE
-                   and bool(getattr(self.h.platform, "profiles_device", False)))
-        out: list[CaseTiming] = []
-        drifts: list[str | None] = []
-        found: list[Finding] = []
-        for index, (case, seed) in enumerate(zip(bench, seeds, strict=True)):
-            timing, drift, evidence = await self._time_case(index, case, seed, profile)
-            out.append(timing)
-            drifts.append(drift)
-            found += evidence
-            if found or (drift is not None and "timing" in self.h.layers):
-                break  # the verdict is decided: the remaining cases need no device time
-        return tuple(out), drifts, tuple(found)
-
-    async def _time_case(self, index: int, case: Any, seed: int,
-                         profile: bool) -> tuple[CaseTiming, str | None, list[Finding]]:
-        ch, clock, gate = self.ch, self.clock, self.gate
-        t_build = time.monotonic()
-        # The worker makes the input sets on the device while it is shared (on the cpu
-        # platform, at BuildInputs, without the gate). On a compiling platform it first runs the
-        # case dry on benchmark-sized allocations, so no kernel compiles while the device is held.
-        await ch.send(BuildInputs(index=index, seed=seed, warm=self.h.platform.compiles_kernels))
-        built = await ch.expect(Built, until=clock.end, index=index)
-        self.h.launchers_built(built.launchers)
-        async with clock.holding(gate.shared, self.worker) as (asked, t_upload):
-            await ch.send(Upload(index=index))
-            await ch.expect(Uploaded, until=clock.end, index=index)
-        async with clock.holding(gate.exclusive, self.worker) as (asked_x, went):
-            await ch.send(Measure(index=index))
-            measured = await ch.recv(clock.end)
-            wall = time.monotonic() - went
-        if self.h.metrics is not None:  # outside the exclusive window, which is being timed
-            self.h.metrics.timing_lock_waited(self.device, went - asked_x)
-        timed = accept(measured, Timed, index)
-        self.baselines.add(timed.measurement.baseline)
-        # One more call on pristine inputs, checked against the reference in the worker, with
-        # the device shared: it does not hold up other timers.
-        async with clock.holding(gate.shared, self.worker) as (asked_r, t_recheck):
-            await ch.send(Recheck(index=index, profile=profile))
-            reply = await ch.recv(clock.end)
-        rechecked = accept(reply, Rechecked, index)
-        m = timed.measurement
-        log.debug("%s %s timing %s: build %.2fs (dry run %.2fs%s), upload wait %.2fs + %.2fs, "
-                  "exclusive wait %.2fs + held %.2fs (measured %.2fs, %d samples), recheck "
-                  "wait %.2fs + %.2fs", self.p.spec.ref, self.p.candidate_hash[:12], case.name,
-                  asked - t_build, built.seconds,
-                  f", stopped: {built.stopped}" if built.stopped else "", t_upload - asked,
-                  asked_x - t_upload, went - asked_x, wall, m.wall_s, m.samples,
-                  t_recheck - asked_r, time.monotonic() - t_recheck)
-        if profile and rechecked.device_time is not None:
-            log.debug("%s %s %s: own kernels %.0f of %.0f µs device time", self.p.spec.ref,
-                      self.p.candidate_hash[:12], case.name, rechecked.device_time.own_us,
-                      rechecked.device_time.total_us)
-        found = judging.timing_findings(case.name, timed, rechecked, wall, self.h.layers, profile,
-                                        self.system.baseline_for(self.p.spec.id))
-        drift = rechecked.drift[:1500] if rechecked.drift is not None else None
-        return self._case_timing(case, timed), drift, found
-
-    def _case_timing(self, case: Any, timed: Timed) -> CaseTiming:
-        m = timed.measurement
-        med, base = m.median_us, m.baseline_median_us
-        return CaseTiming(
-            name=case.name, meaningful=True, median_us=med, ci_low_us=m.ci_low_us,
-            ci_high_us=m.ci_high_us, samples=m.samples, baseline_median_us=base,
-            speedup=base / med if med > 0 else None,
-            sol_percent=judging.sol_percent(self.system, self.p.spec, case, med),
-            launch_bound=med < LAUNCH_BOUND_US, throttled_discarded=m.throttled_discarded,
-            sm_clock_mhz=m.sm_clock_mhz, temperature_c=m.temperature_c)
 
     def _timing_verdict(self, timings: tuple[CaseTiming, ...], drifts: list[str | None],
                         during: tuple[Finding, ...]) -> Verdict | None:
