@@ -198,9 +198,9 @@ class CandidateRun:
                         return decided
                     self.check_log.case_seconds.append(out.seconds)
                     self.report(Stage.CORRECTNESS, self.p.names[asked.index], asked.index + 1, n)
-        finally:
-            if nxt is not None and not nxt.warmed.done():
-                nxt.warmed.cancel()  # the verdict came first: nothing reads this worker again
+        finally:  # a verdict came first: nothing reads this worker again
+            if nxt is not None and not nxt.warmed.cancel() and not nxt.warmed.cancelled():
+                nxt.warmed.exception()  # its failure, if any, is not this verdict's
         c = self.check_log
         log.debug("%s %s correctness: %d cases, dry runs %.2fs, device held %.2fs in %d holds, "
                   "waited for the device %.2fs, launchers built by the worker %d%s",
