@@ -75,13 +75,18 @@ for step in "$@"; do
       timeout "${STEP_S:-300}" python3 bench/engine.py repeatability --sequential --out "$OUT" \
         > "$OUT/$step.md" 2> "$OUT/$step.log"; echo "exit $?"; cat "$OUT/$step.md"; tail -3 "$OUT/$step.log" ;;
     suite)
-      python3 -m coordinator agent serve --platform cuda --port 50151 --workers "${SUITE_WORKERS:-12}" ${SUITE_AGENT_ARGS:-} \
+      # The agent's Prometheus metrics (stage times, timing-lock waits) are saved at the end.
+      python3 -m coordinator agent serve --platform "${SUITE_PLATFORM:-cuda}" --port 50151 \
+        --metrics-port 9464 --workers "${SUITE_WORKERS:-12}" ${SUITE_AGENT_ARGS:-} \
         > "$OUT/suite-agent.log" 2>&1 &
       AGENT=$!
       timeout "${SUITE_S:-400}" python3 bench/reference_suite.py --agent 127.0.0.1:50151 \
         --out "${SUITE_OUT:-$OUT/reference.jsonl}" --jobs "${SUITE_JOBS:-8}" ${SUITE_ARGS:-} \
         > "$OUT/suite.md" 2> "$OUT/suite.log"
       echo "exit $?"; cat "$OUT/suite.md"
+      python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9464/metrics', timeout=10).read().decode())" \
+        > "$OUT/suite-metrics.txt" 2>&1
+      grep -E "^kgb_agent_(stage_seconds|timing_lock_wait_seconds)_(sum|count)" "$OUT/suite-metrics.txt" | head -20
       kill -TERM $AGENT; wait $AGENT ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
