@@ -104,6 +104,8 @@ class Suite:
         self.finished = 0
         self.lock = threading.Lock()  # one writer appends whole verdict lines to ``out``
         self.log = out.with_suffix(".eval.log")  # each problem's wall time and its kgb's stderr
+        self.env = {**os.environ,
+                    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 
     def command(self, op: str, d: Path) -> list[str]:
         return [*_kgb("eval", str(d), "--op", op, "--json", "--out", str(d / "verdicts.jsonl")),
@@ -111,10 +113,8 @@ class Suite:
 
     def run(self, job: tuple[str, Path]) -> None:
         op, d = job
-        env = {**os.environ,
-               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         t0 = time.monotonic()
-        r = subprocess.run(self.command(op, d), env=env, stdout=subprocess.DEVNULL,
+        r = subprocess.run(self.command(op, d), env=self.env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE)
         wall = time.monotonic() - t0
         with self.lock:

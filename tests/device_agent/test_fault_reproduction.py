@@ -1,6 +1,7 @@
-"""device_agent.fault_reproduction: a worker's claim of a harness fault is settled by one run of
-the problem's own solution, whose answer is kept; a run that settles nothing is not. The whole
-path through an agent's workers is in test_harness_faults.py."""
+"""device_agent.fault_reproduction: a worker's claim of a harness fault is settled by a run of the
+problem's own solution. A refutation is kept; a reproduction is not (a later claim runs again), and
+neither is a run that settles nothing. The whole path through an agent's workers is in
+test_harness_faults.py."""
 
 from __future__ import annotations
 
@@ -36,11 +37,14 @@ def _settle(r: Reproductions, run: _Solution, claim: WorkerClaim = CLAIM,
     return asyncio.run(r.settle(problem, claim, run)).outcome
 
 
-def test_the_same_fault_at_the_same_case_reproduces_and_is_remembered() -> None:
-    r, run = Reproductions(), _Solution((_verdict(Status.RUNTIME_ERROR), CLAIM))
+def test_a_reproduced_fault_is_run_again_for_the_next_claim() -> None:
+    """A kept reproduction would let any later candidate at that case claim its way to
+    INFRA_ERROR, and the fault may have been passing: the next claim runs the solution again."""
+    r = Reproductions()
+    run = _Solution((_verdict(Status.RUNTIME_ERROR), CLAIM), (_verdict(Status.PASSED), None))
     assert _settle(r, run) is Outcome.REPRODUCED
-    assert _settle(r, run) is Outcome.REPRODUCED
-    assert run.runs == 1
+    assert _settle(r, run) is Outcome.NOT_REPRODUCED
+    assert run.runs == 2
 
 
 def test_a_passing_solution_refutes_the_claim_and_is_remembered() -> None:
@@ -93,3 +97,17 @@ def test_a_claim_naming_no_part_of_the_harness_is_not_run() -> None:
     settled = asyncio.run(Reproductions().settle("cublas::x", made_up, run))
     assert settled.outcome is Outcome.UNSETTLED and "no part of the harness" in settled.describe()
     assert run.runs == 0
+
+
+def test_a_waiter_that_gives_up_leaves_the_shared_run_to_the_others() -> None:
+    r, run = Reproductions(), _Solution((_verdict(Status.RUNTIME_ERROR), CLAIM))
+
+    async def go() -> Outcome:
+        first = asyncio.ensure_future(r.settle("cublas::x", CLAIM, run))
+        second = asyncio.ensure_future(r.settle("cublas::x", CLAIM, run))
+        await asyncio.sleep(0)
+        first.cancel()
+        return (await second).outcome
+
+    assert asyncio.run(go()) is Outcome.REPRODUCED
+    assert run.runs == 1
